@@ -1,0 +1,109 @@
+#include "tokenizer/bpe.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "core/error.h"
+#include "tokenizer/byte_unicode.h"
+
+namespace tally {
+
+BpeModel::BpeModel(const Vocab& vocab, const std::vector<std::string>& merges)
+    : source_(vocab.source) {
+  for (int b = 0; b < 256; ++b) {
+    const int32_t id = vocab.find(byte_unicode::byte_to_utf8(static_cast<uint8_t>(b)));
+    byte_token_[static_cast<size_t>(b)] = id >= 0 ? id : vocab.unk;
+  }
+  merges_.reserve(merges.size());
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    const std::string& m = merges[rank];
+    // The parts never contain a space (it is 'Ġ' in the byte alphabet), but a
+    // part may start with one in hand-written files: split at the first space
+    // after the first character.
+    const size_t sp = m.find(' ', 1);
+    if (sp == std::string::npos)
+      fail("{}: tokenizer.ggml.merges[{}] = '{}' is not of the form 'A B'", source_, rank, m);
+    const std::string_view a(m.data(), sp), b(m.data() + sp + 1, m.size() - sp - 1);
+    const int32_t ia = vocab.find(a), ib = vocab.find(b);
+    if (ia < 0 || ib < 0) continue;
+    std::string joined;
+    joined.reserve(a.size() + b.size());
+    joined.append(a).append(b);
+    const int32_t ir = vocab.find(joined);
+    if (ir < 0) continue;
+    merges_.emplace(key(ia, ib), Merge{static_cast<int32_t>(rank), ir});  // first rank wins
+  }
+}
+
+void BpeModel::encode_piece(std::string_view bytes, std::vector<int32_t>& out) const {
+  const size_t n = bytes.size();
+  if (n == 0) return;
+  if (n == 1) {
+    const int32_t id = byte_token_[static_cast<uint8_t>(bytes[0])];
+    if (id < 0)
+      fail("{}: the vocabulary has no token for byte 0x{:02X} and no unknown token", source_,
+           static_cast<uint8_t>(bytes[0]));
+    out.push_back(id);
+    return;
+  }
+
+  // Symbols live in a doubly linked list over the byte positions; a merged
+  // symbol keeps the position of its left part. Scratch space is per thread.
+  struct Scratch {
+    std::vector<int32_t> id, prev, next;
+  };
+  thread_local Scratch s;
+  s.id.resize(n);
+  s.prev.resize(n);
+  s.next.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t id = byte_token_[static_cast<uint8_t>(bytes[i])];
+    if (id < 0)
+      fail("{}: the vocabulary has no token for byte 0x{:02X} and no unknown token", source_,
+           static_cast<uint8_t>(bytes[i]));
+    s.id[i] = id;
+    s.prev[i] = static_cast<int32_t>(i) - 1;
+    s.next[i] = i + 1 < n ? static_cast<int32_t>(i + 1) : -1;
+  }
+
+  // Candidate pairs ordered by (rank, left position); entries go stale when a
+  // neighbour merges and are checked against the current symbols when popped.
+  struct Cand {
+    int32_t rank, pos, left, right, result;
+    bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+  };
+  thread_local std::vector<Cand> heap;
+  heap.clear();
+  const auto later = std::greater<Cand>{};  // min-heap on (rank, pos)
+  auto push = [&](int32_t pos) {
+    if (pos < 0) return;
+    const int32_t nx = s.next[static_cast<size_t>(pos)];
+    if (nx < 0) return;
+    const int32_t l = s.id[static_cast<size_t>(pos)], r = s.id[static_cast<size_t>(nx)];
+    if (const Merge* m = find(l, r)) {
+      heap.push_back({m->rank, pos, l, r, m->result});
+      std::push_heap(heap.begin(), heap.end(), later);
+    }
+  };
+  for (size_t i = 0; i + 1 < n; ++i) push(static_cast<int32_t>(i));
+
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), later);
+    const Cand c = heap.back();
+    heap.pop_back();
+    const auto p = static_cast<size_t>(c.pos);
+    const int32_t q = s.next[p];
+    if (s.id[p] != c.left || q < 0 || s.id[static_cast<size_t>(q)] != c.right) continue;  // stale
+    s.id[p] = c.result;
+    const int32_t qn = s.next[static_cast<size_t>(q)];
+    s.next[p] = qn;
+    if (qn >= 0) s.prev[static_cast<size_t>(qn)] = c.pos;
+    s.id[static_cast<size_t>(q)] = -1;  // dead
+    push(s.prev[p]);
+    push(c.pos);
+  }
+  for (int32_t i = 0; i >= 0; i = s.next[static_cast<size_t>(i)])
+    out.push_back(s.id[static_cast<size_t>(i)]);
+}
+
+}  // namespace tally

@@ -1,0 +1,127 @@
+#include "tokenizer/spm.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "tokenizer/utf8.h"
+
+namespace tally {
+
+SpmModel::SpmModel(const Vocab& vocab) : vocab_(vocab) {
+  for (int b = 0; b < 256; ++b) {
+    const int32_t id = vocab.find(fmt::format("<0x{:02X}>", b));
+    byte_token_[static_cast<size_t>(b)] =
+        id >= 0 && vocab.type(id) == TokenType::Byte ? id : -1;
+  }
+}
+
+int32_t SpmModel::find_piece(std::string_view s) const {
+  const int32_t id = vocab_.find(s);
+  if (id < 0) return -1;
+  switch (vocab_.type(id)) {
+    case TokenType::Normal:
+    case TokenType::UserDefined:
+    case TokenType::Undefined:
+      return id;
+    default:
+      return -1;
+  }
+}
+
+void SpmModel::emit_symbol(std::string_view s, std::vector<int32_t>& out) const {
+  const int32_t id = find_piece(s);
+  if (id >= 0) {
+    out.push_back(id);
+    return;
+  }
+  for (char c : s) {
+    const int32_t b = byte_token_[static_cast<uint8_t>(c)];
+    if (b >= 0) {
+      out.push_back(b);
+    } else if (vocab_.unk >= 0) {
+      // Without byte tokens the whole character becomes one unknown token.
+      out.push_back(vocab_.unk);
+      return;
+    } else {
+      fail("{}: '{}' is not in the vocabulary, which has no byte tokens and no unknown token",
+           vocab_.source, utf8::sanitize(s));
+    }
+  }
+}
+
+void SpmModel::encode(std::string_view text, std::vector<int32_t>& out) const {
+  if (text.empty()) return;
+  // Symbols are byte ranges of `text` in a doubly linked list; a merged
+  // symbol keeps the start of its left part. Scratch space is per thread.
+  struct Scratch {
+    std::vector<int32_t> start, len, prev, next;
+  };
+  thread_local Scratch s;
+  s.start.clear();
+  s.len.clear();
+  for (size_t i = 0; i < text.size();) {
+    const utf8::Decoded d = utf8::decode(text.substr(i));
+    // An ill-formed or truncated sequence is split into single bytes, which
+    // then take the byte fallback.
+    const size_t n = d.status == utf8::Status::Ok ? d.len : 1;
+    s.start.push_back(static_cast<int32_t>(i));
+    s.len.push_back(static_cast<int32_t>(n));
+    i += n;
+  }
+  const size_t n = s.start.size();
+  s.prev.resize(n);
+  s.next.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    s.prev[i] = static_cast<int32_t>(i) - 1;
+    s.next[i] = i + 1 < n ? static_cast<int32_t>(i + 1) : -1;
+  }
+
+  struct Cand {
+    float score;
+    int32_t sym, left_len, right_len;
+  };
+  // Max-heap on score, then the leftmost pair.
+  const auto worse = [](const Cand& a, const Cand& b) {
+    return a.score != b.score ? a.score < b.score : a.sym > b.sym;
+  };
+  thread_local std::vector<Cand> heap;
+  heap.clear();
+  auto push = [&](int32_t sym) {
+    if (sym < 0) return;
+    const int32_t nx = s.next[static_cast<size_t>(sym)];
+    if (nx < 0) return;
+    const auto a = static_cast<size_t>(sym);
+    const int32_t ll = s.len[a], rl = s.len[static_cast<size_t>(nx)];
+    const int32_t id =
+        find_piece(text.substr(static_cast<size_t>(s.start[a]), static_cast<size_t>(ll + rl)));
+    if (id < 0) return;
+    heap.push_back({vocab_.scores[static_cast<size_t>(id)], sym, ll, rl});
+    std::push_heap(heap.begin(), heap.end(), worse);
+  };
+  for (size_t i = 0; i + 1 < n; ++i) push(static_cast<int32_t>(i));
+
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), worse);
+    const Cand c = heap.back();
+    heap.pop_back();
+    const auto a = static_cast<size_t>(c.sym);
+    const int32_t b = s.next[a];
+    // Stale: one of the two symbols has merged with something else since.
+    if (s.len[a] != c.left_len || b < 0 || s.len[static_cast<size_t>(b)] != c.right_len) continue;
+    s.len[a] += c.right_len;
+    const int32_t bn = s.next[static_cast<size_t>(b)];
+    s.next[a] = bn;
+    if (bn >= 0) s.prev[static_cast<size_t>(bn)] = c.sym;
+    s.len[static_cast<size_t>(b)] = 0;  // dead
+    push(s.prev[a]);
+    push(c.sym);
+  }
+  for (int32_t i = 0; i >= 0; i = s.next[static_cast<size_t>(i)]) {
+    const auto k = static_cast<size_t>(i);
+    emit_symbol(text.substr(static_cast<size_t>(s.start[k]), static_cast<size_t>(s.len[k])), out);
+  }
+}
+
+}  // namespace tally

@@ -1,0 +1,250 @@
+#include "tokenizer/tokenizer.h"
+
+#include <climits>
+#include <optional>
+
+#include "core/error.h"
+#include "io/gguf.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/byte_unicode.h"
+#include "tokenizer/pretokenizer.h"
+#include "tokenizer/special_tokens.h"
+#include "tokenizer/spm.h"
+#include "tokenizer/vocab.h"
+
+namespace tally {
+namespace {
+
+constexpr std::string_view kSpmSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's space
+
+// Texts of control tokens that end a turn in the chat formats we know of.
+constexpr std::string_view kEndOfGenerationTexts[] = {
+    "<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>", "<|end|>",
+    "<end_of_turn>", "<|end_of_text|>", "<EOT>",
+};
+
+// Parses "<0xXX>" (SentencePiece byte tokens).
+std::optional<uint8_t> parse_byte_token(std::string_view s) {
+  if (s.size() != 6 || s.substr(0, 3) != "<0x" || s[5] != '>') return std::nullopt;
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  const int hi = hex(s[3]), lo = hex(s[4]);
+  if (hi < 0 || lo < 0) return std::nullopt;
+  return static_cast<uint8_t>(hi * 16 + lo);
+}
+
+std::string spm_unescape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    if (s.substr(i, kSpmSpace.size()) == kSpmSpace) {
+      out.push_back(' ');
+      i += kSpmSpace.size();
+    } else {
+      out.push_back(s[i++]);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+struct Tokenizer::Impl {
+  Vocab vocab;
+  std::optional<Pretokenizer> pretok;  // gpt2 only
+  std::optional<BpeModel> bpe;         // gpt2 only
+  std::optional<SpmModel> spm;         // llama only
+  std::optional<SpecialTokenSplitter> splitter;
+  std::vector<std::string> piece;       // decoded bytes of every token
+  std::vector<uint8_t> special_only;    // 1: piece is emitted only when rendering special tokens
+  std::vector<uint8_t> end_of_gen;
+
+  void encode_text(std::string_view text, bool space_prefix, std::vector<int32_t>& out) const;
+};
+
+Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
+  auto impl = std::make_shared<Impl>();
+  try {
+    impl->vocab = Vocab::from_gguf(f);
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    if (msg.rfind(f.path(), 0) == 0) throw;
+    fail("{}: {}", f.path(), msg);
+  }
+  Vocab& v = impl->vocab;
+  const auto n = static_cast<size_t>(v.size());
+
+  if (v.model == "gpt2") {
+    try {
+      impl->pretok.emplace(v.pre);
+    } catch (const Error& e) {
+      fail("{}: {}", f.path(), e.what());
+    }
+    if (!f.has("tokenizer.ggml.merges"))
+      fail("{}: byte-level BPE vocabulary (tokenizer.ggml.model = gpt2) has no tokenizer.ggml.merges",
+           f.path());
+    const auto& arr = f.get_array("tokenizer.ggml.merges");
+    if (arr.empty())
+      fail("{}: byte-level BPE vocabulary (tokenizer.ggml.model = gpt2) has an empty "
+           "tokenizer.ggml.merges", f.path());
+    std::vector<std::string> merges;
+    merges.reserve(arr.size());
+    for (const auto& m : arr) merges.push_back(m.as_string("tokenizer.ggml.merges"));
+    impl->bpe.emplace(v, merges);
+  } else if (v.model == "llama") {
+    impl->spm.emplace(impl->vocab);
+  } else {
+    fail("{}: unsupported tokenizer.ggml.model = '{}' (supported: gpt2, llama)", f.path(),
+         v.model);
+  }
+  impl->splitter.emplace(v);
+
+  impl->piece.resize(n);
+  impl->special_only.assign(n, 0);
+  impl->end_of_gen.assign(n, 0);
+  const bool spm = v.model == "llama";
+  for (size_t id = 0; id < n; ++id) {
+    const std::string& t = v.tokens[id];
+    switch (v.types[id]) {
+      case TokenType::Control:
+      case TokenType::Unknown:
+        impl->piece[id] = t;
+        impl->special_only[id] = 1;
+        break;
+      case TokenType::UserDefined:
+        // Added words are stored as plain text in both families.
+        impl->piece[id] = spm ? spm_unescape(t) : t;
+        break;
+      case TokenType::Byte:
+        if (auto b = parse_byte_token(t); spm && b) {
+          impl->piece[id] = std::string(1, static_cast<char>(*b));
+          break;
+        }
+        [[fallthrough]];
+      default:
+        impl->piece[id] = spm ? spm_unescape(t) : byte_unicode::decode(t);
+        break;
+    }
+    if (v.types[id] == TokenType::Control)
+      for (std::string_view eog : kEndOfGenerationTexts)
+        if (t == eog) impl->end_of_gen[id] = 1;
+  }
+  for (int32_t id : {v.eos, v.eot})
+    if (id >= 0) impl->end_of_gen[static_cast<size_t>(id)] = 1;
+  return Tokenizer(std::move(impl));
+}
+
+void Tokenizer::Impl::encode_text(std::string_view text, bool space_prefix,
+                                  std::vector<int32_t>& out) const {
+  if (bpe) {
+    thread_local std::vector<std::string_view> pieces;
+    pieces.clear();
+    pretok->split(text, pieces);
+    for (std::string_view p : pieces) {
+      if (pretok->ignore_merges()) {
+        const int32_t id = vocab.find(byte_unicode::encode(p));
+        if (id >= 0) {
+          out.push_back(id);
+          continue;
+        }
+      }
+      bpe->encode_piece(p, out);
+    }
+    return;
+  }
+  std::string escaped;
+  escaped.reserve(text.size() + 3 * 8);
+  if (space_prefix) escaped.append(kSpmSpace);
+  for (char c : text) {
+    if (c == ' ')
+      escaped.append(kSpmSpace);
+    else
+      escaped.push_back(c);
+  }
+  spm->encode(escaped, out);
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
+                                       bool parse_special) const {
+  const Impl& m = *impl_;
+  // Symbol positions are 32-bit.
+  if (text.size() > static_cast<size_t>(INT32_MAX / 4))
+    fail("text of {} bytes is too long to tokenize at once (limit {} bytes)", text.size(),
+         INT32_MAX / 4);
+  std::vector<int32_t> out;
+  out.reserve(text.size() / 3 + 2);
+  if (add_special && m.vocab.add_bos) out.push_back(m.vocab.bos);
+
+  std::vector<TextFragment> frags;
+  m.splitter->split(text, parse_special, frags);
+  // SentencePiece adds its space prefix at the start of the text and after
+  // every special token, like the reference implementation.
+  bool after_special = true;
+  for (const TextFragment& fr : frags) {
+    if (fr.token >= 0) {
+      out.push_back(fr.token);
+      after_special = true;
+      continue;
+    }
+    m.encode_text(fr.text, m.spm && m.vocab.add_space_prefix && after_special, out);
+    after_special = false;
+  }
+
+  if (add_special && m.vocab.add_eos) out.push_back(m.vocab.eos);
+  return out;
+}
+
+std::string Tokenizer::decode(std::span<const int32_t> ids, bool render_special) const {
+  const Impl& m = *impl_;
+  std::string out;
+  bool strip = strips_leading_space();
+  for (int32_t id : ids) {
+    m.vocab.check_id(id);
+    const auto k = static_cast<size_t>(id);
+    if (m.special_only[k] && !render_special) continue;
+    std::string_view p = m.piece[k];
+    if (p.empty()) continue;
+    if (strip && p[0] == ' ') p.remove_prefix(1);
+    strip = false;
+    out.append(p);
+  }
+  return out;
+}
+
+std::string Tokenizer::token_text(int32_t id) const {
+  impl_->vocab.check_id(id);
+  return impl_->vocab.tokens[static_cast<size_t>(id)];
+}
+
+std::string Tokenizer::token_bytes(int32_t id, bool render_special) const {
+  impl_->vocab.check_id(id);
+  const auto k = static_cast<size_t>(id);
+  if (impl_->special_only[k] && !render_special) return {};
+  return impl_->piece[k];
+}
+
+int32_t Tokenizer::n_vocab() const { return impl_->vocab.size(); }
+int32_t Tokenizer::bos_id() const { return impl_->vocab.bos; }
+int32_t Tokenizer::eos_id() const { return impl_->vocab.eos; }
+
+bool Tokenizer::is_end_of_generation(int32_t id) const {
+  return impl_->vocab.valid(id) && impl_->end_of_gen[static_cast<size_t>(id)] != 0;
+}
+
+bool Tokenizer::is_control(int32_t id) const {
+  return impl_->vocab.valid(id) && impl_->vocab.type(id) == TokenType::Control;
+}
+
+const std::string& Tokenizer::model_name() const { return impl_->vocab.model; }
+const std::string& Tokenizer::pre_name() const { return impl_->vocab.pre; }
+
+bool Tokenizer::strips_leading_space() const {
+  return impl_->spm.has_value() && impl_->vocab.add_space_prefix;
+}
+
+}  // namespace tally

@@ -1,0 +1,59 @@
+#pragma once
+// Text <-> token ids for the two GGUF tokenizer families: byte-level BPE
+// (tokenizer.ggml.model = "gpt2") and SentencePiece (= "llama").
+// Immutable after construction; copies share the same tables; encode and
+// decode are safe to call concurrently from several threads.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tally {
+
+class GgufFile;
+
+class Tokenizer {
+ public:
+  // Reads the tokenizer.* metadata. Throws tally::Error naming the file and
+  // the key at fault (unknown model or pre-tokenizer, missing merges, ...).
+  static Tokenizer from_gguf(const GgufFile& f);
+
+  // add_special: prepend BOS / append EOS as the file's add_bos_token /
+  // add_eos_token say. parse_special: text of control tokens (e.g.
+  // "<|im_start|>") becomes that token; otherwise it is tokenized as text.
+  // User-defined tokens are always matched. Any bytes are accepted; ill-formed
+  // UTF-8 is tokenized byte by byte.
+  std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
+
+  // The bytes the ids stand for (not necessarily valid UTF-8 for an arbitrary
+  // id sequence). Control tokens render as their text only when
+  // render_special. Throws tally::Error on an id outside the vocabulary.
+  std::string decode(std::span<const int32_t> ids, bool render_special = false) const;
+
+  std::string token_text(int32_t id) const;  // raw vocabulary string
+  // What decode emits for this id on its own, except that decode also drops
+  // the leading space SentencePiece adds to the first piece.
+  std::string token_bytes(int32_t id, bool render_special) const;
+
+  int32_t n_vocab() const;
+  int32_t bos_id() const;  // -1 if none
+  int32_t eos_id() const;  // -1 if none
+  bool is_end_of_generation(int32_t id) const;  // eos, eot, <|im_end|>, <|endoftext|>, ...
+  bool is_control(int32_t id) const;
+  const std::string& model_name() const;  // "gpt2" | "llama"
+  const std::string& pre_name() const;
+
+  // Whether decode drops one leading space from the first non-empty piece
+  // (SentencePiece models that add a space prefix when encoding).
+  bool strips_leading_space() const;
+
+  struct Impl;
+
+ private:
+  explicit Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<const Impl> impl_;
+};
+
+}  // namespace tally
