@@ -12,10 +12,10 @@ int main(int argc, char** argv) {
   tally::cli::add_inspect(app);
   tally::cli::add_tokenize(app);
   tally::cli::add_detokenize(app);
-
-
-
-
+  tally::cli::add_run(app);
+  tally::cli::add_chat(app);
+  tally::cli::add_logits(app);
+  tally::cli::add_perplexity(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs everything tally needs on a Debian machine (apt packages, the default
+# model) and builds the release binary at build/release/tally. Idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(cmake g++ make pkg-config python3 python3-pip ca-certificates
+  libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libfmt-dev
+  clang libclang-rt-14-dev)
+
+# python3 and pip may come from elsewhere (pyenv, a venv): then skip Debian's.
+have_pip=0
+command -v python3 >/dev/null && python3 -m pip --version >/dev/null 2>&1 && have_pip=1
+missing=()
+for p in "${PACKAGES[@]}"; do
+  case "$p" in python3|python3-pip) [ "$have_pip" = 1 ] && continue ;; esac
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+scripts/fetch_model.sh
+
+cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DTALLY_TESTS=OFF >/dev/null
+cmake --build build/release -j"$(nproc)" --target tally
+echo "setup: built build/release/tally"

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds and runs every test: (1) the unit tests under ASan+UBSan, (2) the two
+# libFuzzer targets for a bounded time, (3) the full CTest suite of a
+# warnings-as-errors release build, which needs the default model.
+# Run scripts/setup.sh first (the README's test command does).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs="$(nproc)"
+export TALLY_REQUIRE_MODEL=1  # model-dependent tests fail instead of skipping
+
+echo "== ASan+UBSan unit tests"
+cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTALLY_SANITIZE=ON -DTALLY_WERROR=ON >/dev/null
+cmake --build build/asan -j"$jobs" --target tally_tests
+# The forward-pass suites run the whole model; under ASan they are slow, so
+# the sanitizer pass covers the parsers, tokenizers, kernels and cache only.
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  build/asan/tests/tally_tests --gtest_brief=1 --gtest_filter="${TALLY_ASAN_FILTER:--*Model*:*Generation*:*Perplexity*}"
+
+echo "== fuzzing"
+scripts/fuzz.sh "${TALLY_FUZZ_SECONDS:-30}"
+
+echo "== release build, full test suite"
+cmake -S . -B build/ci -DCMAKE_BUILD_TYPE=Release -DTALLY_WERROR=ON >/dev/null
+cmake --build build/ci -j"$jobs"
+ctest --test-dir build/ci --output-on-failure -j"$jobs" --timeout 1200

@@ -1,0 +1,18 @@
+#pragma once
+// Scaled dot-product attention of one query head over a sequence's cached keys
+// and values, read block by block from the KV pool (no copy, no expansion of
+// kv heads: a GQA group of query heads reads the same kv head).
+#include <cstdint>
+
+#include "kv/kv_layer_view.h"
+
+namespace tally {
+
+// out (head_dim) = softmax(q . K[0..n_keys) * scale) V, reading kv head `kv_head`.
+// scores: scratch of at least n_keys floats. PRECONDITION: n_keys <= kv.length.
+void attend(const float* q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys, float scale, float* scores,
+            float* out);
+void attend_scalar(const float* q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys, float scale,
+                   float* scores, float* out);
+
+}  // namespace tally

@@ -1,0 +1,30 @@
+#pragma once
+// y = x W^T for a quantized weight matrix W (rows x cols, row-major blocks as
+// stored in GGUF: dims {cols, rows}) and n_tokens Q8 activation rows.
+// Every (row, token) dot runs the same kernel whatever n_tokens is, so a
+// prefill of n tokens and n one-token decode steps give bit-identical results.
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/activation_q8.h"
+
+namespace tally {
+
+class ThreadPool;
+
+struct WeightMatrix {
+  DType type = DType::F32;
+  int64_t rows = 0;       // output features
+  int64_t cols = 0;       // input features (multiple of 32 / the block size)
+  uint64_t row_bytes = 0;
+  const uint8_t* data = nullptr;  // rows * row_bytes bytes, in the mapped file
+
+  const uint8_t* row(int64_t r) const { return data + static_cast<uint64_t>(r) * row_bytes; }
+};
+
+// x: (n_tokens, cols / 32) blocks; y: (n_tokens, rows) floats.
+void matmul(const WeightMatrix& w, const BlockQ8* x, int64_t n_tokens, float* y, ThreadPool& pool);
+// Same with the scalar kernel, one thread: the reference.
+void matmul_reference(const WeightMatrix& w, const BlockQ8* x, int64_t n_tokens, float* y);
+
+}  // namespace tally

@@ -1,0 +1,30 @@
+#pragma once
+// Element-wise and row-wise operations of the forward pass (scalar; the
+// compiler vectorizes them). All take sizes explicitly; none allocate.
+#include <cstdint>
+
+namespace tally {
+
+// out = x / rms(x) * weight, over n values.
+void rms_norm(const float* x, const float* weight, float* out, int64_t n, float eps);
+// out[i] = silu(gate[i]) * up[i]
+void silu_mul(const float* gate, const float* up, float* out, int64_t n);
+// x[i] += y[i]
+void add_inplace(float* x, const float* y, int64_t n);
+// In-place softmax over n values; returns nothing, handles -inf entries.
+void softmax(float* x, int64_t n);
+
+// How RoPE pairs the dimensions of a head: a property of the architecture.
+enum class RopePairing {
+  Adjacent,   // (2i, 2i+1): GGUF `llama` (the converter permuted q/k rows)
+  HalfSplit,  // (i, i + rot_dims/2): Hugging Face "rotate_half", GGUF qwen2/qwen3
+};
+
+// cos/sin of the rot_dims/2 angles of position pos: angle i = pos * base^(-2i/rot_dims).
+void rope_angles(int64_t pos, int64_t rot_dims, float base, float* cos_out, float* sin_out);
+// Rotates the first rot_dims dimensions of each of n_heads head vectors
+// (head_dim apart) by the angles from rope_angles.
+void rope_apply(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dims, const float* cos_a,
+                const float* sin_a, RopePairing pairing);
+
+}  // namespace tally

@@ -1,0 +1,39 @@
+#include "kv/kv_storage.h"
+
+#include <cstring>
+#include <new>
+
+#include "core/error.h"
+
+namespace tally {
+
+uint64_t KvStorage::planned_bytes(const KvShape& s, int64_t block_size, int64_t n_blocks, DType type) {
+  return kv_bytes_per_token(s, type) * static_cast<uint64_t>(block_size) * static_cast<uint64_t>(n_blocks);
+}
+
+KvStorage::KvStorage(const KvShape& shape, int64_t block_size, int64_t n_blocks, DType type, uint64_t budget_bytes)
+    : shape_(shape), block_size_(block_size), n_blocks_(n_blocks), type_(type) {
+  if (type != DType::F32 && type != DType::F16)
+    fail("KV cache type {} is not supported (use f32 or f16)", dtype_name(type));
+  if (block_size <= 0 || n_blocks <= 0) fail("KV cache needs a positive block size and block count");
+  const uint64_t planned = planned_bytes(shape, block_size, n_blocks, type);
+  if (planned > budget_bytes)
+    fail("KV cache for {} positions needs {}, more than the memory budget of {}: lower -c or use --cache-type f16",
+         block_size * n_blocks, format_bytes(planned), format_bytes(budget_bytes));
+  value_bytes_ = traits(type).type_size;
+  block_bytes_ = static_cast<uint64_t>(shape.n_kv_head) * block_size * shape.head_dim * value_bytes_;
+  layer_bytes_ = block_bytes_ * static_cast<uint64_t>(n_blocks);
+  const uint64_t half = layer_bytes_ * shape.n_layer;
+  k_.reset(new (std::nothrow) uint8_t[half]);
+  v_.reset(new (std::nothrow) uint8_t[half]);
+  if (!k_ || !v_) fail("cannot allocate the KV cache ({})", format_bytes(planned));
+}
+
+void KvStorage::copy_block(int64_t dst, int64_t src) {
+  for (int64_t l = 0; l < shape_.n_layer; ++l) {
+    std::memcpy(k_block(l, dst), k_block(l, src), block_bytes_);
+    std::memcpy(v_block(l, dst), v_block(l, src), block_bytes_);
+  }
+}
+
+}  // namespace tally

@@ -1,0 +1,55 @@
+#pragma once
+// The cache's memory: a pool of fixed-size blocks allocated once, holding K
+// and V for every layer. It knows nothing of sequences (see KvCache for that).
+//
+//   k_, v_: (n_layer, n_blocks, n_kv_head, block_size, head_dim) in `type`
+//
+// so one block of one layer keeps each kv head's positions contiguous: the
+// attention kernel streams a head's keys block by block.
+#include <cstdint>
+#include <memory>
+
+#include "core/dtype.h"
+#include "kv/kv_plan.h"
+
+namespace tally {
+
+class KvStorage {
+ public:
+  // type: F32 or F16. Throws if the pool would exceed `budget_bytes`, naming the planned bytes.
+  KvStorage(const KvShape& shape, int64_t block_size, int64_t n_blocks, DType type, uint64_t budget_bytes);
+
+  const KvShape& shape() const { return shape_; }
+  int64_t block_size() const { return block_size_; }
+  int64_t n_blocks() const { return n_blocks_; }
+  DType type() const { return type_; }
+  uint64_t bytes() const { return 2 * layer_bytes_ * static_cast<uint64_t>(shape_.n_layer); }
+  static uint64_t planned_bytes(const KvShape& shape, int64_t block_size, int64_t n_blocks, DType type);
+
+  // Start of (n_kv_head, block_size, head_dim) for one layer's block.
+  uint8_t* k_block(int64_t layer, int64_t block) { return k_.get() + offset(layer, block); }
+  uint8_t* v_block(int64_t layer, int64_t block) { return v_.get() + offset(layer, block); }
+  const uint8_t* k_block(int64_t layer, int64_t block) const { return k_.get() + offset(layer, block); }
+  const uint8_t* v_block(int64_t layer, int64_t block) const { return v_.get() + offset(layer, block); }
+  uint64_t block_bytes() const { return block_bytes_; }
+  uint64_t value_bytes() const { return value_bytes_; }
+
+  // Copies one block's K and V in every layer (used to fork a shared block).
+  void copy_block(int64_t dst, int64_t src);
+
+ private:
+  uint64_t offset(int64_t layer, int64_t block) const {
+    return static_cast<uint64_t>(layer) * layer_bytes_ + static_cast<uint64_t>(block) * block_bytes_;
+  }
+
+  KvShape shape_;
+  int64_t block_size_;
+  int64_t n_blocks_;
+  DType type_;
+  uint64_t value_bytes_;  // bytes of one number
+  uint64_t block_bytes_;  // one layer's block, all kv heads
+  uint64_t layer_bytes_;  // all blocks of one layer
+  std::unique_ptr<uint8_t[]> k_, v_;
+};
+
+}  // namespace tally

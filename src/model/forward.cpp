@@ -1,0 +1,110 @@
+#include "model/forward.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "kernels/attention.h"
+#include "kernels/ops.h"
+
+namespace tally {
+
+Forward::Forward(const Model& model, ThreadPool& pool, int64_t max_batch, int64_t n_ctx, bool all_logits)
+    : model_(model), pool_(pool), max_batch_(max_batch), n_ctx_(n_ctx) {
+  const auto& c = model.config();
+  if (max_batch < 1) fail("batch size must be at least 1, got {}", max_batch);
+  const size_t n = static_cast<size_t>(max_batch);
+  const int64_t widest = std::max({c.n_embd, c.q_dim(), c.n_ff});
+  x_.resize(n * c.n_embd);
+  xn_.resize(n * c.n_embd);
+  xq_.resize(n * (widest / 32));
+  q_.resize(n * c.q_dim());
+  k_.resize(n * c.kv_dim());
+  v_.resize(n * c.kv_dim());
+  attn_.resize(n * c.q_dim());
+  proj_.resize(n * c.n_embd);
+  gate_.resize(n * c.n_ff);
+  up_.resize(n * c.n_ff);
+  rope_cos_.resize(n * c.rope_dims / 2);
+  rope_sin_.resize(n * c.rope_dims / 2);
+  scores_.resize(static_cast<size_t>(pool.size()) * n_ctx);
+  logits_.resize((all_logits ? n : 1) * static_cast<size_t>(c.n_vocab));
+}
+
+void Forward::quantize_rows(const float* x, int64_t n, int64_t dim) {
+  for (int64_t t = 0; t < n; ++t) quantize_row_q8(x + t * dim, xq_.data() + t * (dim / 32), dim);
+}
+
+void Forward::attention(const KvLayerView& kv, int64_t n, int64_t start) {
+  const auto& c = model_.config();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const int64_t n_head = c.n_head, group = c.group_size(), hd = c.head_dim;
+  pool_.parallel_for(n * n_head, [&](int64_t b, int64_t e, int worker) {
+    float* scores = scores_.data() + static_cast<size_t>(worker) * n_ctx_;
+    for (int64_t i = b; i < e; ++i) {
+      const int64_t t = i / n_head, h = i % n_head;
+      // Causal: the query at position start+t sees keys [0, start+t]; unmasked: the whole chunk.
+      const int64_t n_keys = causal_ ? start + t + 1 : start + n;
+      attend(q_.data() + t * c.q_dim() + h * hd, kv, h / group, n_keys, scale, scores,
+             attn_.data() + t * c.q_dim() + h * hd);
+    }
+  });
+  for (int64_t t = 0; t < n; ++t) stats_.attention_scores += static_cast<uint64_t>(n_head) * (causal_ ? start + t + 1 : start + n);
+}
+
+void Forward::eval(KvCache& kv, KvCache::SeqId seq, std::span<const int32_t> tokens, int64_t start, LogitsMode mode) {
+  const auto& c = model_.config();
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n < 1 || n > max_batch_) fail("forward pass takes 1 to {} tokens per call, got {}", max_batch_, n);
+  if (mode == LogitsMode::All && logits_.size() < static_cast<size_t>(n * c.n_vocab))
+    fail("this forward pass was set up for last-token logits only");
+  for (int32_t tok : tokens)  // check before touching the cache: nothing half-written
+    if (tok < 0 || tok >= c.n_vocab) fail("token id {} is outside the vocabulary [0, {})", tok, c.n_vocab);
+  kv.begin_write(seq, start, n);  // refuses a start that is not the sequence's length
+
+  const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, half = c.rope_dims / 2;
+  for (int64_t t = 0; t < n; ++t) {
+    model_.embed(tokens[t], x_.data() + t * E);
+    rope_angles(start + t, c.rope_dims, c.rope_base, rope_cos_.data() + t * half, rope_sin_.data() + t * half);
+  }
+
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& L = model_.layer(l);
+    // Attention sub-block.
+    for (int64_t t = 0; t < n; ++t) rms_norm(x_.data() + t * E, L.attn_norm.data(), xn_.data() + t * E, E, c.rms_eps);
+    quantize_rows(xn_.data(), n, E);
+    matmul(L.wq, xq_.data(), n, q_.data(), pool_);
+    matmul(L.wk, xq_.data(), n, k_.data(), pool_);
+    matmul(L.wv, xq_.data(), n, v_.data(), pool_);
+    for (int64_t t = 0; t < n; ++t) {
+      const float* cs = rope_cos_.data() + t * half;
+      const float* sn = rope_sin_.data() + t * half;
+      rope_apply(q_.data() + t * Q, c.n_head, c.head_dim, c.rope_dims, cs, sn, c.arch->rope_pairing);
+      rope_apply(k_.data() + t * KV, c.n_head_kv, c.head_dim, c.rope_dims, cs, sn, c.arch->rope_pairing);
+      kv.store(l, seq, start + t, k_.data() + t * KV, v_.data() + t * KV);
+    }
+    attention(kv.view(l, seq), n, start);
+    quantize_rows(attn_.data(), n, Q);
+    matmul(L.wo, xq_.data(), n, proj_.data(), pool_);
+    add_inplace(x_.data(), proj_.data(), n * E);
+
+    // MLP sub-block.
+    for (int64_t t = 0; t < n; ++t) rms_norm(x_.data() + t * E, L.ffn_norm.data(), xn_.data() + t * E, E, c.rms_eps);
+    quantize_rows(xn_.data(), n, E);
+    matmul(L.ffn_gate, xq_.data(), n, gate_.data(), pool_);
+    matmul(L.ffn_up, xq_.data(), n, up_.data(), pool_);
+    silu_mul(gate_.data(), up_.data(), gate_.data(), n * F);
+    quantize_rows(gate_.data(), n, F);
+    matmul(L.ffn_down, xq_.data(), n, proj_.data(), pool_);
+    add_inplace(x_.data(), proj_.data(), n * E);
+  }
+
+  for (int64_t t = 0; t < n; ++t) rms_norm(x_.data() + t * E, model_.output_norm().data(), xn_.data() + t * E, E, c.rms_eps);
+  stats_.tokens += n;
+  if (mode == LogitsMode::None) return;
+  const int64_t first = mode == LogitsMode::All ? 0 : n - 1;
+  quantize_rows(xn_.data() + first * E, n - first, E);
+  matmul(model_.output(), xq_.data(), n - first, logits_.data(), pool_);
+}
+
+}  // namespace tally

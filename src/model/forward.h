@@ -1,0 +1,70 @@
+#pragma once
+// The decoder's forward pass over a chunk of tokens at positions
+// [start, start + n): embeddings, pre-norm blocks (RMSNorm, attention with
+// RoPE at the true position, RMSNorm, SwiGLU MLP), final norm, logits.
+// Each block writes the chunk's K/V into the cache, then every query attends
+// to the cached keys it may see. All buffers are allocated in the constructor;
+// eval() allocates nothing. One thread drives a Forward (the pool does the rest).
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kernels/activation_q8.h"
+#include "kv/kv_cache.h"
+#include "model/model.h"
+#include "runtime/thread_pool.h"
+
+namespace tally {
+
+enum class LogitsMode { None, Last, All };
+
+struct ForwardStats {
+  uint64_t tokens = 0;            // positions computed
+  uint64_t attention_scores = 0;  // (query, key) scores computed, summed over heads and layers
+};
+
+class Forward {
+ public:
+  // max_batch: the largest chunk eval() takes; logits_rows: 1, or max_batch to allow LogitsMode::All.
+  Forward(const Model& model, ThreadPool& pool, int64_t max_batch, int64_t n_ctx, bool all_logits);
+
+  // PRECONDITIONS: 1 <= tokens.size() <= max_batch(); kv.length(seq) == start
+  // (else the cache refuses: broken continuity).
+  void eval(KvCache& kv, KvCache::SeqId seq, std::span<const int32_t> tokens, int64_t start, LogitsMode mode);
+
+  // (rows, n_vocab): rows = 1 after Last, n after All.
+  const float* logits() const { return logits_.data(); }
+  // (n, n_embd): the final-normed hidden states of the last eval.
+  const float* hidden() const { return xn_.data(); }
+  int64_t max_batch() const { return max_batch_; }
+  const Model& model() const { return model_; }
+
+  // Experiment switch for the causal-mask lab: queries also see later keys of the chunk.
+  void set_causal(bool causal) { causal_ = causal; }
+  const ForwardStats& stats() const { return stats_; }
+  void reset_stats() { stats_ = {}; }
+
+ private:
+  void quantize_rows(const float* x, int64_t n, int64_t dim);
+  void attention(const KvLayerView& kv, int64_t n, int64_t start);
+
+  const Model& model_;
+  ThreadPool& pool_;
+  int64_t max_batch_, n_ctx_;
+  bool causal_ = true;
+  ForwardStats stats_;
+
+  // Activations, row-major per token:
+  std::vector<float> x_;       // (n, n_embd) residual stream
+  std::vector<float> xn_;      // (n, n_embd) normed input of the current sub-block
+  std::vector<BlockQ8> xq_;    // (n, max(n_embd, q_dim, n_ff) / 32) quantized matmul input
+  std::vector<float> q_, k_, v_;  // (n, q_dim) (n, kv_dim) (n, kv_dim)
+  std::vector<float> attn_;    // (n, q_dim) attention output
+  std::vector<float> proj_;    // (n, n_embd) sub-block output
+  std::vector<float> gate_, up_;  // (n, n_ff)
+  std::vector<float> rope_cos_, rope_sin_;  // (n, rope_dims / 2)
+  std::vector<float> scores_;  // (threads, n_ctx) attention scratch
+  std::vector<float> logits_;  // (1 or max_batch, n_vocab)
+};
+
+}  // namespace tally

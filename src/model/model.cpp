@@ -1,0 +1,78 @@
+#include "model/model.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "kernels/dequantize.h"
+#include "kernels/vec_dot.h"
+
+namespace tally {
+
+std::unique_ptr<Model> Model::load(const std::string& path) {
+  return std::make_unique<Model>(std::make_unique<GgufFile>(path));
+}
+
+WeightMatrix Model::matrix(const std::string& name, int64_t rows, int64_t cols) const {
+  const GgufTensorInfo* t = file_->find_tensor(name);
+  if (!t) fail("{}: missing tensor '{}'", file_->path(), name);
+  if (t->dims.size() != 2 || static_cast<int64_t>(t->dims[0]) != cols || static_cast<int64_t>(t->dims[1]) != rows)
+    fail("{}: tensor '{}' has shape {}, expected {{{}, {}}}", file_->path(), name, t->shape_string(), cols, rows);
+  if (cols % 32 != 0) fail("{}: tensor '{}' rows of {} values are not a multiple of 32", file_->path(), name, cols);
+  try {
+    vec_dot_fn_scalar(t->type);
+  } catch (const Error& e) {
+    fail("{}: tensor '{}': {}", file_->path(), name, e.what());
+  }
+  WeightMatrix w;
+  w.type = t->type;
+  w.rows = rows;
+  w.cols = cols;
+  w.row_bytes = row_bytes(t->type, cols);
+  w.data = t->data;
+  return w;
+}
+
+std::vector<float> Model::vector(const std::string& name, int64_t n) const {
+  const GgufTensorInfo* t = file_->find_tensor(name);
+  if (!t) fail("{}: missing tensor '{}'", file_->path(), name);
+  if (t->dims.size() != 1 || static_cast<int64_t>(t->dims[0]) != n)
+    fail("{}: tensor '{}' has shape {}, expected {{{}}}", file_->path(), name, t->shape_string(), n);
+  std::vector<float> v(n);
+  dequantize_row(t->type, t->data, v.data(), n);
+  return v;
+}
+
+Model::Model(std::unique_ptr<GgufFile> file) : file_(std::move(file)), cfg_(ModelConfig::from_gguf(*file_)) {
+  const auto& c = cfg_;
+  token_embd_ = matrix("token_embd.weight", c.n_vocab, c.n_embd);
+  if (file_->find_tensor("output.weight")) {
+    output_ = matrix("output.weight", c.n_vocab, c.n_embd);
+  } else {
+    output_ = token_embd_;
+    tied_ = true;
+  }
+  output_norm_ = vector("output_norm.weight", c.n_embd);
+  layers_.resize(c.n_layer);
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    auto n = [i](const char* what) { return fmt::format("blk.{}.{}.weight", i, what); };
+    LayerWeights& L = layers_[i];
+    L.attn_norm = vector(n("attn_norm"), c.n_embd);
+    L.wq = matrix(n("attn_q"), c.q_dim(), c.n_embd);
+    L.wk = matrix(n("attn_k"), c.kv_dim(), c.n_embd);
+    L.wv = matrix(n("attn_v"), c.kv_dim(), c.n_embd);
+    L.wo = matrix(n("attn_output"), c.n_embd, c.q_dim());
+    L.ffn_norm = vector(n("ffn_norm"), c.n_embd);
+    L.ffn_gate = matrix(n("ffn_gate"), c.n_ff, c.n_embd);
+    L.ffn_up = matrix(n("ffn_up"), c.n_ff, c.n_embd);
+    L.ffn_down = matrix(n("ffn_down"), c.n_embd, c.n_ff);
+  }
+}
+
+uint64_t Model::weight_bytes() const { return file_->total_tensor_bytes(); }
+
+void Model::embed(int32_t token, float* out) const {
+  if (token < 0 || token >= cfg_.n_vocab) fail("token id {} is outside the vocabulary [0, {})", token, cfg_.n_vocab);
+  dequantize_row(token_embd_.type, token_embd_.row(token), out, cfg_.n_embd);
+}
+
+}  // namespace tally

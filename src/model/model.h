@@ -1,0 +1,54 @@
+#pragma once
+// A loaded decoder: the mapped GGUF file, its configuration and views of its
+// weights. Matrices stay in the file's quantized format inside the mapping
+// (never expanded); only the small norm vectors are copied out as f32.
+// Immutable after load; safe to share between threads.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/gguf.h"
+#include "kernels/matmul.h"
+#include "model/model_config.h"
+
+namespace tally {
+
+struct LayerWeights {
+  std::vector<float> attn_norm;          // (n_embd)
+  WeightMatrix wq, wk, wv, wo;           // (q_dim, n_embd) (kv_dim, n_embd) x2 (n_embd, q_dim)
+  std::vector<float> ffn_norm;           // (n_embd)
+  WeightMatrix ffn_gate, ffn_up;         // (n_ff, n_embd)
+  WeightMatrix ffn_down;                 // (n_embd, n_ff)
+};
+
+class Model {
+ public:
+  // Throws tally::Error naming the file, the tensor and expected vs actual shapes.
+  static std::unique_ptr<Model> load(const std::string& path);
+  explicit Model(std::unique_ptr<GgufFile> file);
+
+  const GgufFile& file() const { return *file_; }
+  const ModelConfig& config() const { return cfg_; }
+  const WeightMatrix& token_embd() const { return token_embd_; }  // (n_vocab, n_embd)
+  const WeightMatrix& output() const { return output_; }          // (n_vocab, n_embd); may be token_embd
+  bool tied_output() const { return tied_; }
+  const std::vector<float>& output_norm() const { return output_norm_; }
+  const LayerWeights& layer(int64_t i) const { return layers_[i]; }
+  uint64_t weight_bytes() const;  // bytes of every tensor in the file
+
+  // Row `token` of the embedding table as f32 (n_embd values).
+  void embed(int32_t token, float* out) const;
+
+ private:
+  WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols) const;
+  std::vector<float> vector(const std::string& name, int64_t n) const;
+
+  std::unique_ptr<GgufFile> file_;
+  ModelConfig cfg_;
+  WeightMatrix token_embd_, output_;
+  bool tied_ = false;
+  std::vector<float> output_norm_;
+  std::vector<LayerWeights> layers_;
+};
+
+}  // namespace tally

@@ -1,0 +1,67 @@
+#include "runtime/session.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace tally {
+
+int64_t effective_context(const Model& model, int64_t requested) {
+  if (requested < 0) fail("context size must be positive, got {}", requested);
+  if (requested == 0) return std::min<int64_t>(4096, model.config().n_ctx_train);
+  return requested;
+}
+
+namespace {
+KvCacheOptions cache_options(const Model& m, const SessionOptions& o) {
+  KvCacheOptions k;
+  k.n_ctx = effective_context(m, o.n_ctx);
+  k.block_size = o.block_size;
+  k.type = o.cache_type;
+  k.budget_bytes = o.kv_budget;
+  return k;
+}
+KvShape kv_shape(const Model& m) {
+  const auto& c = m.config();
+  return {c.n_layer, c.n_head_kv, c.head_dim};
+}
+int threads_for(int requested) {
+  if (requested < 0) fail("thread count must be positive, got {}", requested);
+  return requested == 0 ? ThreadPool::default_threads() : requested;
+}
+}  // namespace
+
+Session::Session(const Model& model, const SessionOptions& opts)
+    : model_(model),
+      opts_(opts),
+      pool_(std::make_unique<ThreadPool>(threads_for(opts.n_threads))),
+      cache_(kv_shape(model), cache_options(model, opts)),
+      seq_(cache_.create_sequence()),
+      forward_(model, *pool_, std::max<int64_t>(1, std::min(opts.n_batch, cache_.n_ctx())), cache_.n_ctx(),
+               opts.all_logits) {
+  if (opts.n_batch < 1) fail("batch size must be at least 1, got {}", opts.n_batch);
+}
+
+std::span<const float> Session::append(std::span<const int32_t> tokens, const LogitsSink& sink) {
+  if (tokens.empty()) fail("nothing to evaluate: no tokens given");
+  if (length() + static_cast<int64_t>(tokens.size()) > n_ctx())
+    fail("{} tokens do not fit: the context holds {} and {} are in use", tokens.size(), n_ctx(), length());
+  const int64_t n_vocab = model_.config().n_vocab;
+  const int64_t B = forward_.max_batch();
+  for (size_t i = 0; i < tokens.size(); i += B) {
+    const auto chunk = tokens.subspan(i, std::min<size_t>(B, tokens.size() - i));
+    const int64_t start = length();
+    forward_.eval(cache_, seq_, chunk, start, sink ? LogitsMode::All : LogitsMode::Last);
+    tokens_.insert(tokens_.end(), chunk.begin(), chunk.end());
+    if (sink) sink(start, forward_.logits(), static_cast<int64_t>(chunk.size()));
+  }
+  const size_t last_row = sink ? (tokens.size() - 1) % B : 0;
+  return {forward_.logits() + last_row * n_vocab, static_cast<size_t>(n_vocab)};
+}
+
+void Session::truncate(int64_t n) {
+  cache_.truncate(seq_, n);
+  tokens_.resize(n);
+}
+
+}  // namespace tally

@@ -1,0 +1,64 @@
+#pragma once
+// One conversation with a model: a thread pool, a KV cache holding one
+// sequence, a forward pass, and the tokens the cache holds. Invariant:
+// tokens().size() == cache length; position p of the cache holds tokens()[p].
+// append() prefills in chunks of n_batch (each chunk reads the cache written
+// by the ones before); truncate() rolls the cache back for an edit.
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kv/kv_cache.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "runtime/thread_pool.h"
+
+namespace tally {
+
+struct SessionOptions {
+  int64_t n_ctx = 0;         // 0: min(4096, the model's trained context)
+  int64_t n_batch = 512;     // prefill chunk
+  int n_threads = 0;         // 0: all cores
+  DType cache_type = DType::F16;
+  int64_t block_size = 32;
+  uint64_t kv_budget = 0;    // 0: the machine's available memory
+  bool all_logits = false;   // allow LogitsMode::All (perplexity, logits)
+};
+
+class Session {
+ public:
+  // Called with (first position, logits rows (rows, n_vocab), rows) for each chunk.
+  using LogitsSink = std::function<void(int64_t pos, const float* logits, int64_t rows)>;
+
+  Session(const Model& model, const SessionOptions& opts);
+
+  // Evaluates `tokens` at positions [length, length + n). Returns the logits of
+  // the last token (n_vocab values). With sink set, every position's logits go to it.
+  std::span<const float> append(std::span<const int32_t> tokens, const LogitsSink& sink = {});
+  // Forgets positions [n, length).
+  void truncate(int64_t n);
+
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  int64_t length() const { return static_cast<int64_t>(tokens_.size()); }
+  int64_t n_ctx() const { return cache_.n_ctx(); }
+  const Model& model() const { return model_; }
+  Forward& forward() { return forward_; }
+  KvCache& cache() { return cache_; }
+  KvCache::SeqId sequence() const { return seq_; }
+  ThreadPool& pool() { return *pool_; }
+
+ private:
+  const Model& model_;
+  SessionOptions opts_;
+  std::unique_ptr<ThreadPool> pool_;
+  KvCache cache_;
+  KvCache::SeqId seq_;
+  Forward forward_;
+  std::vector<int32_t> tokens_;
+};
+
+// The context size a session gets for a requested n_ctx (0 = default).
+int64_t effective_context(const Model& model, int64_t requested);
+
+}  // namespace tally

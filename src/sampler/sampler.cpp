@@ -1,0 +1,86 @@
+#include "sampler/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_set>
+
+#include "core/error.h"
+
+namespace tally {
+
+void SamplerParams::validate() const {
+  if (!(temperature >= 0) || !std::isfinite(temperature)) fail("--temp must be >= 0, got {}", temperature);
+  if (top_k < 0) fail("--top-k must be >= 0, got {}", top_k);
+  if (!(top_p > 0 && top_p <= 1)) fail("--top-p must be in (0, 1], got {}", top_p);
+  if (!(min_p >= 0 && min_p < 1)) fail("--min-p must be in [0, 1), got {}", min_p);
+  if (!(repeat_penalty > 0) || !std::isfinite(repeat_penalty))
+    fail("--repeat-penalty must be > 0, got {}", repeat_penalty);
+  if (repeat_last_n < 0) fail("repeat window must be >= 0, got {}", repeat_last_n);
+}
+
+int32_t argmax(std::span<const float> logits) {
+  return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+Sampler::Sampler(const SamplerParams& p) : p_(p), rng_(p.seed) { p.validate(); }
+
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+  if (logits.empty()) fail("sampler: empty logits");
+  adjusted_.assign(logits.begin(), logits.end());
+  if (p_.repeat_penalty != 1.0f && p_.repeat_last_n > 0) {
+    const size_t from = history.size() > static_cast<size_t>(p_.repeat_last_n) ? history.size() - p_.repeat_last_n : 0;
+    std::unordered_set<int32_t> seen(history.begin() + from, history.end());
+    for (int32_t id : seen) {
+      if (id < 0 || static_cast<size_t>(id) >= adjusted_.size()) continue;
+      float& l = adjusted_[id];
+      l = l > 0 ? l / p_.repeat_penalty : l * p_.repeat_penalty;
+    }
+  }
+  if (p_.temperature <= 0) return argmax(adjusted_);
+
+  cand_.resize(adjusted_.size());
+  for (size_t i = 0; i < adjusted_.size(); ++i) cand_[i] = {static_cast<int32_t>(i), adjusted_[i], 0};
+  auto by_logit = [](const Candidate& a, const Candidate& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); };
+  size_t n = cand_.size();
+  if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < n) {
+    std::partial_sort(cand_.begin(), cand_.begin() + p_.top_k, cand_.end(), by_logit);
+    n = p_.top_k;
+  } else {
+    std::sort(cand_.begin(), cand_.end(), by_logit);
+  }
+  const float mx = cand_[0].logit;
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) {
+    cand_[i].p = std::exp((cand_[i].logit - mx) / p_.temperature);
+    sum += cand_[i].p;
+  }
+  for (size_t i = 0; i < n; ++i) cand_[i].p = static_cast<float>(cand_[i].p / sum);
+  if (p_.top_p < 1) {  // smallest prefix whose mass reaches top_p
+    double cum = 0;
+    size_t keep = n;
+    for (size_t i = 0; i < n; ++i) {
+      cum += cand_[i].p;
+      if (cum >= p_.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+    n = keep;
+  }
+  if (p_.min_p > 0) {
+    const float floor = p_.min_p * cand_[0].p;
+    size_t keep = 1;
+    while (keep < n && cand_[keep].p >= floor) ++keep;
+    n = keep;
+  }
+  double total = 0;
+  for (size_t i = 0; i < n; ++i) total += cand_[i].p;
+  double r = rng_.uniform() * total;
+  for (size_t i = 0; i < n; ++i) {
+    r -= cand_[i].p;
+    if (r < 0) return cand_[i].id;
+  }
+  return cand_[n - 1].id;
+}
+
+}  // namespace tally

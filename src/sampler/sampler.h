@@ -1,0 +1,46 @@
+#pragma once
+// Picks the next token from logits: repetition penalty, then greedy (temp 0)
+// or temperature + top-k + top-p + min-p and a seeded draw. Same seed, same
+// logits, same history -> same token. Owns its scratch; not thread-safe.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "sampler/rng.h"
+
+namespace tally {
+
+struct SamplerParams {
+  float temperature = 0.8f;  // 0: greedy
+  int32_t top_k = 40;        // 0: off
+  float top_p = 0.95f;       // 1: off
+  float min_p = 0.05f;       // 0: off
+  float repeat_penalty = 1.0f;  // 1: off
+  int32_t repeat_last_n = 64;
+  uint64_t seed = 0;
+
+  void validate() const;  // throws tally::Error naming the bad parameter
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplerParams& p);
+  // history: tokens seen so far (prompt and generated), for the repetition penalty.
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
+
+ private:
+  struct Candidate {
+    int32_t id;
+    float logit;
+    float p;
+  };
+  SamplerParams p_;
+  Rng rng_;
+  std::vector<Candidate> cand_;
+  std::vector<float> adjusted_;
+};
+
+// Index of the largest value (the first one on ties).
+int32_t argmax(std::span<const float> logits);
+
+}  // namespace tally

@@ -1,0 +1,50 @@
+#include "model_options.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "core/error.h"
+#include "io/model_locator.h"
+#include "kernels/cpu_features.h"
+
+namespace tally::cli {
+
+void add_model_options(CLI::App* cmd, ModelOptions& o) {
+  cmd->add_option("-m,--model", o.model, "GGUF model (default: the installed default model)");
+  cmd->add_option("-c,--ctx", o.ctx, "Context size in tokens (default: min(4096, trained context))");
+  cmd->add_option("-t,--threads", o.threads, "Threads (default: all cores)");
+  cmd->add_option("--batch", o.batch, "Prefill chunk size in tokens")->capture_default_str();
+  cmd->add_option("--cache-type", o.cache_type, "KV cache number format: f16 or f32")->capture_default_str();
+  cmd->add_flag("--scalar", o.scalar, "Use the scalar reference kernels (no SIMD)");
+}
+
+LoadedModel load_model(const ModelOptions& o) {
+  if (o.scalar) set_simd_level(SimdLevel::Scalar);
+  const auto t0 = std::chrono::steady_clock::now();
+  LoadedModel l;
+  l.model = Model::load(resolve_model_path(o.model));
+  l.tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_gguf(l.model->file()));
+  l.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return l;
+}
+
+SessionOptions session_options(const ModelOptions& o, const Model& m, bool all_logits) {
+  SessionOptions s;
+  if (o.ctx < 0) fail("-c must be positive, got {}", o.ctx);
+  if (o.threads < 0) fail("-t must be positive, got {}", o.threads);
+  if (o.batch < 1) fail("--batch must be at least 1, got {}", o.batch);
+  if (o.cache_type == "f16") s.cache_type = DType::F16;
+  else if (o.cache_type == "f32") s.cache_type = DType::F32;
+  else fail("--cache-type must be f16 or f32, got '{}'", o.cache_type);
+  if (o.ctx > m.config().n_ctx_train)
+    fmt::print(stderr, "tally: warning: -c {} exceeds the model's trained context of {}; quality may degrade\n",
+               o.ctx, m.config().n_ctx_train);
+  s.n_ctx = o.ctx;
+  s.n_threads = o.threads;
+  s.n_batch = o.batch;
+  s.all_logits = all_logits;
+  return s;
+}
+
+}  // namespace tally::cli
