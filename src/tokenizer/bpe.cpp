@@ -12,7 +12,7 @@ BpeModel::BpeModel(const Vocab& vocab, const std::vector<std::string>& merges)
     : source_(vocab.source) {
   for (int b = 0; b < 256; ++b) {
     const int32_t id = vocab.find(byte_unicode::byte_to_utf8(static_cast<uint8_t>(b)));
-    byte_token_[static_cast<size_t>(b)] = id >= 0 ? id : vocab.unk;
+    byte_token_[static_cast<size_t>(b)] = id;
   }
   merges_.reserve(merges.size());
   for (size_t rank = 0; rank < merges.size(); ++rank) {
@@ -36,32 +36,25 @@ BpeModel::BpeModel(const Vocab& vocab, const std::vector<std::string>& merges)
 }
 
 void BpeModel::encode_piece(std::string_view bytes, std::vector<int32_t>& out) const {
-  const size_t n = bytes.size();
-  if (n == 0) return;
-  if (n == 1) {
-    const int32_t id = byte_token_[static_cast<uint8_t>(bytes[0])];
-    if (id < 0)
-      fail("{}: the vocabulary has no token for byte 0x{:02X} and no unknown token", source_,
-           static_cast<uint8_t>(bytes[0]));
-    out.push_back(id);
-    return;
-  }
-
-  // Symbols live in a doubly linked list over the byte positions; a merged
-  // symbol keeps the position of its left part. Scratch space is per thread.
+  // Symbols live in a doubly linked list; a merged symbol keeps the slot of
+  // its left part. Bytes without a token are dropped, as the reference
+  // tokenizer does (e.g. SmolLM2 has no token for 0x04 or 0xF1). Scratch
+  // space is per thread.
   struct Scratch {
     std::vector<int32_t> id, prev, next;
   };
   thread_local Scratch s;
-  s.id.resize(n);
+  s.id.clear();
+  for (char c : bytes)
+    if (const int32_t id = byte_token_[static_cast<uint8_t>(c)]; id >= 0) s.id.push_back(id);
+  const size_t n = s.id.size();
+  if (n <= 1) {
+    if (n == 1) out.push_back(s.id[0]);
+    return;
+  }
   s.prev.resize(n);
   s.next.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    const int32_t id = byte_token_[static_cast<uint8_t>(bytes[i])];
-    if (id < 0)
-      fail("{}: the vocabulary has no token for byte 0x{:02X} and no unknown token", source_,
-           static_cast<uint8_t>(bytes[i]));
-    s.id[i] = id;
     s.prev[i] = static_cast<int32_t>(i) - 1;
     s.next[i] = i + 1 < n ? static_cast<int32_t>(i + 1) : -1;
   }

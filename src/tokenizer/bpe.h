@@ -2,7 +2,8 @@
 // Byte-level BPE (GPT-2 style) over one pre-token. Symbols start as one token
 // per byte (the byte's GPT-2 alphabet character) and the adjacent pair with
 // the lowest merge rank is merged until no ranked pair is left; ties go to the
-// leftmost pair. Immutable after construction; encode_piece is thread-safe.
+// leftmost pair. Bytes the vocabulary has no token for are dropped, like the
+// reference tokenizer does. Immutable after construction; thread-safe.
 #include <array>
 #include <cstdint>
 #include <string>
@@ -39,7 +40,7 @@ class BpeModel {
     return it == merges_.end() ? nullptr : &it->second;
   }
 
-  std::array<int32_t, 256> byte_token_{};  // token of each byte's character; unk (or -1) if absent
+  std::array<int32_t, 256> byte_token_{};  // token of each byte's character, -1 if absent
   std::unordered_map<uint64_t, Merge> merges_;
   std::string source_;
 };

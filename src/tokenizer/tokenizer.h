@@ -23,8 +23,10 @@ class Tokenizer {
   // add_special: prepend BOS / append EOS as the file's add_bos_token /
   // add_eos_token say. parse_special: text of control tokens (e.g.
   // "<|im_start|>") becomes that token; otherwise it is tokenized as text.
-  // User-defined tokens are always matched. Any bytes are accepted; ill-formed
-  // UTF-8 is tokenized byte by byte.
+  // User-defined tokens are always matched. Any bytes are accepted: ill-formed
+  // UTF-8 is tokenized byte by byte; a byte a byte-level vocabulary has no
+  // token for is dropped (as the reference does), and a character a
+  // SentencePiece vocabulary cannot spell becomes byte tokens or <unk>.
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
 
   // The bytes the ids stand for (not necessarily valid UTF-8 for an arbitrary
