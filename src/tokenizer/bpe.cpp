@@ -1,20 +1,47 @@
 #include "tokenizer/bpe.h"
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
+#include <unordered_map>
+#include <utility>
 
 #include "core/error.h"
 #include "tokenizer/byte_unicode.h"
 
 namespace tally {
+namespace {
+
+uint64_t next_instance() {
+  static std::atomic<uint64_t> counter{1};
+  return counter.fetch_add(1);
+}
+
+// Pre-tokens repeat a lot in real text (words, indentation), so each thread
+// remembers the tokens of the short pieces it has seen, for one model at a
+// time. Per thread, so encode stays lock-free.
+struct PieceCache {
+  static constexpr size_t kMaxPiece = 32;       // longer pieces are rare: not cached
+  static constexpr size_t kMaxEntries = 1 << 16;  // then start over
+  uint64_t owner = 0;
+  std::unordered_map<std::string, std::pair<uint32_t, uint32_t>, StringHash, std::equal_to<>> index;
+  std::vector<int32_t> ids;  // index values are (offset, count) into this
+
+  void reset(uint64_t who) {
+    owner = who;
+    index.clear();
+    ids.clear();
+  }
+};
+
+}  // namespace
 
 BpeModel::BpeModel(const Vocab& vocab, const std::vector<std::string>& merges)
-    : source_(vocab.source) {
+    : instance_(next_instance()), source_(vocab.source) {
   for (int b = 0; b < 256; ++b) {
     const int32_t id = vocab.find(byte_unicode::byte_to_utf8(static_cast<uint8_t>(b)));
     byte_token_[static_cast<size_t>(b)] = id;
   }
-  merges_.reserve(merges.size());
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const std::string& m = merges[rank];
     // The parts never contain a space (it is 'Ġ' in the byte alphabet), but a
@@ -31,11 +58,30 @@ BpeModel::BpeModel(const Vocab& vocab, const std::vector<std::string>& merges)
     joined.append(a).append(b);
     const int32_t ir = vocab.find(joined);
     if (ir < 0) continue;
-    merges_.emplace(key(ia, ib), Merge{static_cast<int32_t>(rank), ir});  // first rank wins
+    merges_.insert(ia, ib, {static_cast<int32_t>(rank), ir});  // the first rank wins
   }
 }
 
 void BpeModel::encode_piece(std::string_view bytes, std::vector<int32_t>& out) const {
+  if (bytes.size() > PieceCache::kMaxPiece || bytes.size() < 2) {
+    merge_piece(bytes, out);
+    return;
+  }
+  thread_local PieceCache cache;
+  if (cache.owner != instance_ || cache.index.size() >= PieceCache::kMaxEntries) cache.reset(instance_);
+  if (auto it = cache.index.find(bytes); it != cache.index.end()) {
+    const auto [off, cnt] = it->second;
+    out.insert(out.end(), cache.ids.begin() + off, cache.ids.begin() + off + cnt);
+    return;
+  }
+  const size_t before = out.size();
+  merge_piece(bytes, out);
+  const auto off = static_cast<uint32_t>(cache.ids.size());
+  cache.ids.insert(cache.ids.end(), out.begin() + static_cast<std::ptrdiff_t>(before), out.end());
+  cache.index.emplace(bytes, std::make_pair(off, static_cast<uint32_t>(out.size() - before)));
+}
+
+void BpeModel::merge_piece(std::string_view bytes, std::vector<int32_t>& out) const {
   // Symbols live in a doubly linked list; a merged symbol keeps the slot of
   // its left part. Bytes without a token are dropped, as the reference
   // tokenizer does (e.g. SmolLM2 has no token for 0x04 or 0xF1). Scratch
@@ -73,7 +119,7 @@ void BpeModel::encode_piece(std::string_view bytes, std::vector<int32_t>& out) c
     const int32_t nx = s.next[static_cast<size_t>(pos)];
     if (nx < 0) return;
     const int32_t l = s.id[static_cast<size_t>(pos)], r = s.id[static_cast<size_t>(nx)];
-    if (const Merge* m = find(l, r)) {
+    if (const PairMap::Value* m = merges_.find(l, r)) {
       heap.push_back({m->rank, pos, l, r, m->result});
       std::push_heap(heap.begin(), heap.end(), later);
     }

@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
+#include "tokenizer/pair_map.h"
 #include "tokenizer/vocab.h"
 
 namespace tally {
@@ -28,20 +28,12 @@ class BpeModel {
   size_t n_merges() const { return merges_.size(); }
 
  private:
-  struct Merge {
-    int32_t rank;
-    int32_t result;
-  };
-  static uint64_t key(int32_t a, int32_t b) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
-  }
-  const Merge* find(int32_t a, int32_t b) const {
-    auto it = merges_.find(key(a, b));
-    return it == merges_.end() ? nullptr : &it->second;
-  }
+  // The BPE itself, without the cache.
+  void merge_piece(std::string_view bytes, std::vector<int32_t>& out) const;
 
   std::array<int32_t, 256> byte_token_{};  // token of each byte's character, -1 if absent
-  std::unordered_map<uint64_t, Merge> merges_;
+  PairMap merges_;                         // (left, right) -> rank and merged token
+  uint64_t instance_;                      // tells the per-thread caches of instances apart
   std::string source_;
 };
 
