@@ -13,6 +13,10 @@ constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
 constexpr int kMaxArrayDepth = 8;
 constexpr uint64_t kMaxTensorName = 64;
 constexpr uint32_t kMaxDims = 4;
+// Counts are only bounded by the file size, and each parsed record takes far
+// more memory than its encoding: reserve at most this many up front and let
+// the vectors grow with what is actually parsed.
+constexpr uint64_t kMaxReserve = 4096;
 
 // Smallest encoded size of a value of type t: bounds the counts a file may claim.
 uint64_t min_encoded_size(GgufType t) {
@@ -70,7 +74,7 @@ class Parser {
         if (!need || *need > r_.remaining())
           fail("{}: metadata '{}' at byte {}: array of {} {} does not fit in the {} bytes left", r_.source(), key,
                count_at, n, gguf_type_name(v.elem_type), r_.remaining());
-        v.arr.reserve(n);
+        v.arr.reserve(std::min<uint64_t>(n, kMaxReserve));
         for (uint64_t k = 0; k < n; ++k) v.arr.push_back(value(v.elem_type, key, depth + 1));
         break;
       }
@@ -124,7 +128,7 @@ void GgufFile::parse(const uint8_t* bytes, uint64_t size) {
          size);
 
   Parser p(r);
-  kv_.reserve(n_kv);
+  kv_.reserve(std::min<uint64_t>(n_kv, kMaxReserve));
   for (uint64_t k = 0; k < n_kv; ++k) {
     const uint64_t at = r.offset();
     std::string key = r.read_string(fmt::format("key of metadata #{}", k), 1 << 16);
@@ -144,7 +148,7 @@ void GgufFile::parse(const uint8_t* bytes, uint64_t size) {
     alignment_ = al;
   }
 
-  tensors_.reserve(n_tensors);
+  tensors_.reserve(std::min<uint64_t>(n_tensors, kMaxReserve));
   for (uint64_t k = 0; k < n_tensors; ++k) {
     const uint64_t at = r.offset();
     GgufTensorInfo ti;
