@@ -187,8 +187,9 @@ void GgufFile::parse(const uint8_t* bytes, uint64_t size) {
     tensors_.push_back(std::move(ti));
   }
 
+  // A file without tensors (a vocab-only GGUF) may end before the aligned data section.
   const auto data_off = align_up(r.offset(), alignment_);
-  if (!data_off || *data_off > size)
+  if (!data_off || (*data_off > size && !tensors_.empty()))
     fail("{}: data section would start at byte {} past the end of the file ({} bytes)", source_,
          data_off.value_or(UINT64_MAX), size);
   data_offset_ = *data_off;

@@ -18,8 +18,9 @@ KvStorage::KvStorage(const KvShape& shape, int64_t block_size, int64_t n_blocks,
   if (block_size <= 0 || n_blocks <= 0) fail("KV cache needs a positive block size and block count");
   const uint64_t planned = planned_bytes(shape, block_size, n_blocks, type);
   if (planned > budget_bytes)
-    fail("KV cache for {} positions needs {}, more than the memory budget of {}: lower -c or use --cache-type f16",
-         block_size * n_blocks, format_bytes(planned), format_bytes(budget_bytes));
+    fail("KV cache for {} positions needs {}, more than the memory budget of {}: lower -c{}",
+         block_size * n_blocks, format_bytes(planned), format_bytes(budget_bytes),
+         type == DType::F32 ? " or use --cache-type f16" : "");
   value_bytes_ = traits(type).type_size;
   block_bytes_ = static_cast<uint64_t>(shape.n_kv_head) * block_size * shape.head_dim * value_bytes_;
   layer_bytes_ = block_bytes_ * static_cast<uint64_t>(n_blocks);

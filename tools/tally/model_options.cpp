@@ -16,6 +16,7 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
   cmd->add_option("-t,--threads", o.threads, "Threads (default: all cores)");
   cmd->add_option("--batch", o.batch, "Prefill chunk size in tokens")->capture_default_str();
   cmd->add_option("--cache-type", o.cache_type, "KV cache number format: f16 or f32")->capture_default_str();
+  cmd->add_option("--kv-budget", o.kv_budget, "Bytes the KV cache may use (default: available memory)");
   cmd->add_flag("--scalar", o.scalar, "Use the scalar reference kernels (no SIMD)");
 }
 
@@ -44,6 +45,7 @@ SessionOptions session_options(const ModelOptions& o, const Model& m, bool all_l
   s.n_threads = o.threads;
   s.n_batch = o.batch;
   s.all_logits = all_logits;
+  s.kv_budget = o.kv_budget;
   return s;
 }
 

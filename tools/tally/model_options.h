@@ -17,6 +17,7 @@ struct ModelOptions {
   int threads = 0;
   int64_t batch = 512;
   std::string cache_type = "f16";
+  uint64_t kv_budget = 0;
   bool scalar = false;
 };
 

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Black-box checks of the CLI contract: success exits 0; bad input exits
+# non-zero with exactly one line on stderr naming what was wrong.
+# Usage: cli_errors.sh path/to/tally
+set -u
+tally="$1"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+passes=0
+home="${TALLY_HOME:-$HOME/.cache/tally}"
+model="$home/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+vocab="$(dirname "$0")/../../../shared/testdata/tokenizer/ggml-vocab-starcoder.gguf"
+
+# expect_error NAME PATTERN CMD...: non-zero exit, one stderr line matching PATTERN, nothing on stdout.
+expect_error() {
+  local name="$1" pattern="$2"
+  shift 2
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  local lines
+  lines=$(wc -l <"$tmp/err")
+  if [ "$rc" -eq 0 ] || [ "$lines" -ne 1 ] || ! grep -qE -- "$pattern" "$tmp/err" || [ -s "$tmp/out" ]; then
+    echo "FAIL $name: rc=$rc, stderr ($lines lines): $(head -c 400 "$tmp/err"), stdout: $(head -c 200 "$tmp/out")"
+    failures=$((failures + 1))
+  else
+    passes=$((passes + 1))
+  fi
+}
+
+# expect_ok NAME PATTERN CMD...: exit 0 and stdout matching PATTERN.
+expect_ok() {
+  local name="$1" pattern="$2"
+  shift 2
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [ "$rc" -ne 0 ] || ! grep -qE -- "$pattern" "$tmp/out"; then
+    echo "FAIL $name: rc=$rc, stdout: $(head -c 300 "$tmp/out"), stderr: $(head -c 300 "$tmp/err")"
+    failures=$((failures + 1))
+  else
+    passes=$((passes + 1))
+  fi
+}
+
+printf 'NOPE0000000000000000000000' >"$tmp/badmagic.gguf"
+expect_error "missing file" "cannot open" "$tally" inspect -m "$tmp/none.gguf"
+expect_error "wrong magic" "not a GGUF file" "$tally" inspect -m "$tmp/badmagic.gguf"
+expect_error "unknown subcommand" "" "$tally" frobnicate
+expect_error "tokenize without text" "give a TEXT" "$tally" tokenize -m "$vocab"
+expect_error "detokenize bad id" "outside the vocabulary" "$tally" detokenize -m "$vocab" 99999999
+expect_ok "tokenize vocab-only" "^[0-9]+( [0-9]+)*$" "$tally" tokenize -m "$vocab" "Hello world"
+expect_ok "tokenize json" '"pieces"' "$tally" tokenize -m "$vocab" --json "Hello world"
+expect_ok "detokenize vocab-only" "Hello" "$tally" detokenize -m "$vocab" 8302 5810
+
+if [ -f "$model" ]; then
+  head -c 100000 "$model" >"$tmp/truncated.gguf"
+  expect_error "truncated model" "past the end|truncated" "$tally" inspect -m "$tmp/truncated.gguf"
+  expect_error "vocab-only model cannot run" "not supported|missing tensor" "$tally" run -m "$vocab" -p hi -n 1
+  expect_error "negative temperature" "--temp" "$tally" run -p hi --temp -1
+  expect_error "top-p out of range" "--top-p" "$tally" run -p hi --top-p 1.5
+  expect_error "bad cache type" "--cache-type" "$tally" run -p hi --cache-type q9
+  expect_error "negative -n" "-n must be" "$tally" run -p hi -n -1
+  expect_error "zero threads is fine but negative is not" "-t must be" "$tally" run -p hi -t -2
+  expect_error "prompt longer than context" "more than the .* left in the context" "$tally" run -c 8 -p "one two three four five six seven eight nine ten eleven twelve"
+  expect_error "context over the memory budget" "needs .* more than the memory budget" "$tally" run -c 4096 --kv-budget 1000000 -p hi
+  expect_ok "inspect" "blk.0.attn_q.weight" "$tally" inspect
+  expect_ok "inspect json" '"tensors"' "$tally" inspect --json
+  expect_ok "greedy run" "Paris" "$tally" run -p "The capital of France is" -n 8 --temp 0
+  expect_ok "run json" '"decode_tps"' "$tally" run -p "Hello" -n 4 --json
+  expect_ok "logits" "pos" "$tally" logits -p "Hello there" --top 3
+  # -c beyond the trained context warns but runs.
+  "$tally" run -c 9000 -p "Hi" -n 1 >"$tmp/out" 2>"$tmp/err"
+  if [ $? -ne 0 ] || ! grep -q "warning" "$tmp/err"; then echo "FAIL -c beyond training: $(cat "$tmp/err")"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
+else
+  echo "note: default model not installed; model checks skipped"
+  [ "${TALLY_REQUIRE_MODEL:-0}" = 1 ] && failures=$((failures + 1))
+fi
+
+echo "cli: $passes passed, $failures failed"
+[ "$failures" -eq 0 ]

@@ -1,0 +1,113 @@
+// The forward pass against references computed by other engines on the same
+// GGUF: HF transformers (weights dequantized to f32) and llama.cpp.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "model_test_support.h"
+#include "runtime/generator.h"
+#include "runtime/perplexity.h"
+#include "runtime/session.h"
+
+using namespace tally;
+using tally_test::load_fixture;
+using tally_test::shared_model;
+
+namespace {
+
+std::vector<std::vector<float>> all_logits(const std::vector<int32_t>& ids) {
+  SessionOptions o;
+  o.n_ctx = 512;
+  o.all_logits = true;
+  Session s(*shared_model(), o);
+  const int64_t V = shared_model()->config().n_vocab;
+  std::vector<std::vector<float>> out;
+  s.append(ids, [&](int64_t, const float* l, int64_t rows) {
+    for (int64_t r = 0; r < rows; ++r) out.emplace_back(l + r * V, l + (r + 1) * V);
+  });
+  return out;
+}
+
+}  // namespace
+
+// Our logits differ from an f32 reference by the 8-bit activation quantization
+// (as in llama.cpp) and the f16 cache; the tolerances below bound that error.
+TEST(ModelReference, LogitsMatchHfTransformers) {
+  TALLY_NEED_MODEL();
+  const auto fx = load_fixture("model/hf_logits.json");
+  double worst = 0, sum_abs = 0;
+  int64_t n = 0, top1_agree = 0, positions = 0, decisive = 0;
+  for (const auto& p : fx["prompts"]) {
+    const auto ids = p["ids"].get<std::vector<int32_t>>();
+    const auto ours = all_logits(ids);
+    ASSERT_EQ(ours.size(), p["top10"].size());
+    for (size_t pos = 0; pos < ours.size(); ++pos) {
+      const auto& top = p["top10"][pos];
+      for (const auto& pair : top) {
+        const double d = std::fabs(ours[pos][pair[0].get<int>()] - pair[1].get<double>());
+        worst = std::max(worst, d);
+        sum_abs += d;
+        ++n;
+      }
+      const int ref_top1 = top[0][0].get<int>();
+      const double margin = top[0][1].get<double>() - top[1][1].get<double>();
+      const int our_top1 = static_cast<int>(std::max_element(ours[pos].begin(), ours[pos].end()) - ours[pos].begin());
+      ++positions;
+      top1_agree += our_top1 == ref_top1;
+      if (margin > 0.5) {  // a clear winner must be ours too
+        ++decisive;
+        EXPECT_EQ(our_top1, ref_top1) << p["name"] << " position " << pos << " margin " << margin;
+      }
+    }
+  }
+  const double mean = sum_abs / n;
+  RecordProperty("max_abs_diff", std::to_string(worst));
+  RecordProperty("mean_abs_diff", std::to_string(mean));
+  std::printf("HF f32 reference: %lld logits compared, max |diff| %.4f, mean |diff| %.4f, top-1 agreement %lld/%lld (%lld decisive)\n",
+              (long long)n, worst, mean, (long long)top1_agree, (long long)positions, (long long)decisive);
+  EXPECT_LT(mean, 0.15);
+  EXPECT_LT(worst, 1.0);
+  EXPECT_GE(top1_agree * 100, positions * 95);
+}
+
+TEST(ModelReference, GreedyMatchesLlamaCpp) {
+  TALLY_NEED_MODEL();
+  const auto fx = load_fixture("model/llama_cpp_greedy.json");
+  for (const auto& p : fx["prompts"]) {
+    const auto ids = p["ids"].get<std::vector<int32_t>>();
+    const auto expected = p["continuation"].get<std::vector<int32_t>>();
+    SessionOptions o;
+    o.n_ctx = 512;
+    Session s(*shared_model(), o);
+    GenerateOptions g;
+    g.max_tokens = static_cast<int64_t>(expected.size());
+    g.sampling.temperature = 0;
+    const GenerateResult r = generate(s, ids, g);
+    size_t same = 0;
+    while (same < expected.size() && same < r.tokens.size() && r.tokens[same] == expected[same]) ++same;
+    std::printf("%s: %zu of %zu greedy tokens equal llama.cpp's\n", p["name"].get<std::string>().c_str(), same,
+                expected.size());
+    EXPECT_GE(same, std::min<size_t>(32, expected.size())) << p["name"];
+  }
+}
+
+TEST(ModelPerplexity, WithinOnePercentOfLlamaCpp) {
+  TALLY_NEED_MODEL();
+  const auto fx = load_fixture("model/perplexity.json");
+  std::ifstream in(std::string(TALLY_SOURCE_DIR) + "/" + fx["text_file"].get<std::string>(), std::ios::binary);
+  ASSERT_TRUE(in);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto ids = tally_test::shared_tokenizer().encode(text, false, false);
+  ASSERT_EQ(static_cast<int64_t>(ids.size()), fx["n_text_tokens"].get<int64_t>());
+  SessionOptions o;
+  o.n_ctx = fx["ctx"].get<int64_t>();
+  o.all_logits = true;
+  Session s(*shared_model(), o);
+  const PerplexityResult r = perplexity(s, ids, o.n_ctx);
+  const double ref = fx["llama_cpp"]["ppl"].get<double>();
+  std::printf("perplexity: tally %.4f, llama.cpp %.4f, HF f32 %.4f\n", r.ppl, ref,
+              fx["hf_transformers"]["ppl"].get<double>());
+  EXPECT_EQ(r.predictions, fx["n_tokens_scored"].get<int64_t>());
+  EXPECT_NEAR(r.ppl, ref, 0.01 * ref);
+}

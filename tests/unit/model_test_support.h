@@ -1,0 +1,46 @@
+#pragma once
+// Shared setup for tests that run the default model: one load per process,
+// a skip (or, with TALLY_REQUIRE_MODEL=1, a failure) when it is not installed,
+// and the JSON fixtures made by scripts/fixtures/make_model_fixtures.py.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "model/model.h"
+#include "test_model_path.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tally_test {
+
+inline const tally::Model* shared_model() {
+  static std::unique_ptr<tally::Model> model = [] {
+    const std::string p = default_model_path();
+    return p.empty() ? nullptr : tally::Model::load(p);
+  }();
+  return model.get();
+}
+
+inline const tally::Tokenizer& shared_tokenizer() {
+  static tally::Tokenizer tok = tally::Tokenizer::from_gguf(shared_model()->file());
+  return tok;
+}
+
+inline nlohmann::json load_fixture(const std::string& rel) {
+  std::ifstream in(std::string(TALLY_FIXTURES_DIR) + "/" + rel);
+  if (!in) throw std::runtime_error("missing fixture " + rel);
+  return nlohmann::json::parse(in);
+}
+
+}  // namespace tally_test
+
+// Skips the test (or fails it when the model is required) if the default model is absent.
+#define TALLY_NEED_MODEL()                                                                 \
+  do {                                                                                     \
+    if (tally_test::shared_model() == nullptr) {                                           \
+      if (tally_test::model_required()) FAIL() << "default model not installed";           \
+      GTEST_SKIP() << "default model not installed (scripts/fetch_model.sh)";              \
+    }                                                                                      \
+  } while (0)
