@@ -291,6 +291,36 @@ TEST(Gguf, EmptyFilesAndNoTensors) {
   EXPECT_EQ(f.total_tensor_bytes(), 0u);
 }
 
+// llama.cpp's vocabulary-only files end before the padding of their empty
+// data section; ggml and gguf-py read them, so must we. With tensors, the
+// data section must be there.
+TEST(Gguf, TensorlessFileMayEndBeforeItsPadding) {
+  Layout lay;
+  auto b = GgufBuilder().kv("tokenizer.ggml.model", m_str("gpt2")).build(&lay);
+  ASSERT_GT(lay.data_offset, lay.kvs[0].value + 8 + 4);
+  b.resize(lay.kvs[0].value + 8 + 4);  // right after the last value
+  GgufFile f(b.data(), b.size(), "t.gguf");
+  EXPECT_EQ(f.get_string("tokenizer.ggml.model"), "gpt2");
+  EXPECT_EQ(f.data_offset(), lay.data_offset);  // where gguf-py puts it too
+  EXPECT_TRUE(f.tensors().empty());
+
+  b = GgufBuilder().kv("k", m_str("v")).tensor("w", {8}, kTF32, bytes_of(32)).build(&lay);
+  b.resize(lay.tensors[0].offset + 8);
+  expect_error(b, {"data section"});
+}
+
+TEST(Gguf, ReadsLlamaCppVocabOnlyFile) {
+  // From the shared tokenizer test data; gguf-py puts its data section at 1719360.
+  const std::string path = std::string(TALLY_SHARED_DIR) + "/testdata/tokenizer/ggml-vocab-starcoder.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found";
+  GgufFile f(path);
+  EXPECT_EQ(f.file_size(), 1719346u);
+  EXPECT_EQ(f.data_offset(), 1719360u);
+  EXPECT_TRUE(f.tensors().empty());
+  EXPECT_EQ(f.get_string("tokenizer.ggml.model"), "gpt2");
+  EXPECT_EQ(f.get_array("tokenizer.ggml.tokens").size(), f.get_array("tokenizer.ggml.token_type").size());
+}
+
 TEST(Gguf, RejectsWrongMagic) {
   auto b = GgufBuilder().magic(0x4c4d4747).build();  // "GGML"
   expect_error(b, {"magic", "47 47 4d 4c"}, 0);
