@@ -7,7 +7,6 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
@@ -22,6 +21,7 @@
 #include "gguf_builder.h"
 #include "io/gguf.h"
 #include "kernels/dequantize.h"
+#include "test_model_path.h"
 
 namespace tally {
 namespace {
@@ -661,33 +661,13 @@ TEST(Gguf, OpenErrorsNameThePath) {
   }
 }
 
-// The default model, or nullopt (then the test skips unless TALLY_REQUIRE_MODEL=1).
-std::optional<std::string> default_model_path() {
-  namespace fs = std::filesystem;
-  std::string home;
-  if (const char* h = std::getenv("TALLY_HOME"); h && *h) {
-    home = h;
-  } else if (const char* u = std::getenv("HOME"); u && *u) {
-    home = std::string(u) + "/.cache/tally";
-  }
-  for (const std::string& p : {home + "/models/SmolLM2-135M-Instruct.Q4_1.gguf",
-                               home + "/SmolLM2-135M-Instruct.Q4_1.gguf"})
-    if (!home.empty() && fs::exists(p)) return p;
-  return std::nullopt;
-}
-
-bool model_required() {
-  const char* r = std::getenv("TALLY_REQUIRE_MODEL");
-  return r && std::string(r) == "1";
-}
-
 TEST(Gguf, MatchesGgufPyOnDefaultModel) {
-  const auto path = default_model_path();
-  if (!path) {
-    if (model_required()) FAIL() << "default model not found and TALLY_REQUIRE_MODEL=1";
+  const std::string path = tally_test::default_model_path();
+  if (path.empty()) {
+    if (tally_test::model_required()) FAIL() << "default model not found and TALLY_REQUIRE_MODEL=1";
     GTEST_SKIP() << "default model not found under $TALLY_HOME";
   }
-  GgufFile f(*path);
+  GgufFile f(path);
   expect_matches_summary(f, load_json("smollm2_summary.json"));
   // The first token_embd blocks are the ones the dequant fixture was cut from.
   const auto* emb = f.find_tensor("token_embd.weight");
