@@ -13,6 +13,7 @@ constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
 constexpr int kMaxArrayDepth = 8;
 constexpr uint64_t kMaxTensorName = 64;
 constexpr uint32_t kMaxDims = 4;
+constexpr uint64_t kMaxArrayElements = uint64_t{1} << 24;
 // Counts are only bounded by the file size, and each parsed record takes far
 // more memory than its encoding: reserve at most this many up front and let
 // the vectors grow with what is actually parsed.
@@ -74,6 +75,12 @@ class Parser {
         if (!need || *need > r_.remaining())
           fail("{}: metadata '{}' at byte {}: array of {} {} does not fit in the {} bytes left", r_.source(), key,
                count_at, n, gguf_type_name(v.elem_type), r_.remaining());
+        // Every element costs a GgufValue in memory: bound the total so that a
+        // small file cannot claim gigabytes (real vocabularies hold < 1M entries).
+        array_elements_ += n;
+        if (array_elements_ > kMaxArrayElements)
+          fail("{}: metadata '{}' at byte {}: more than {} array elements in the file", r_.source(), key, count_at,
+               kMaxArrayElements);
         v.arr.reserve(std::min<uint64_t>(n, kMaxReserve));
         for (uint64_t k = 0; k < n; ++k) v.arr.push_back(value(v.elem_type, key, depth + 1));
         break;
@@ -87,6 +94,7 @@ class Parser {
     return fmt::format("{} of metadata '{}'", what, key);
   }
   ByteReader& r_;
+  uint64_t array_elements_ = 0;
 };
 
 }  // namespace

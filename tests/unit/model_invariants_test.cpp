@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/error.h"
 #include "model_test_support.h"
 #include "runtime/generator.h"
 #include "runtime/session.h"

@@ -32,7 +32,9 @@ std::vector<std::vector<float>> all_logits(const std::vector<int32_t>& ids) {
 }  // namespace
 
 // Our logits differ from an f32 reference by the 8-bit activation quantization
-// (as in llama.cpp) and the f16 cache; the tolerances below bound that error.
+// (as in llama.cpp) and the f16 cache. llama.cpp itself sits at up to 1.09 from
+// HF on these top-10 logits (1.77 over all logits) and agrees on 169 of 179
+// argmaxes (hf_logits.json, llama_cpp_comparison): the bounds below are of that order.
 TEST(ModelReference, LogitsMatchHfTransformers) {
   TALLY_NEED_MODEL();
   const auto fx = load_fixture("model/hf_logits.json");
@@ -66,17 +68,32 @@ TEST(ModelReference, LogitsMatchHfTransformers) {
   RecordProperty("mean_abs_diff", std::to_string(mean));
   std::printf("HF f32 reference: %lld logits compared, max |diff| %.4f, mean |diff| %.4f, top-1 agreement %lld/%lld (%lld decisive)\n",
               (long long)n, worst, mean, (long long)top1_agree, (long long)positions, (long long)decisive);
-  EXPECT_LT(mean, 0.15);
-  EXPECT_LT(worst, 1.0);
-  EXPECT_GE(top1_agree * 100, positions * 95);
+  EXPECT_LT(mean, 0.25);
+  EXPECT_LT(worst, 2.0);
+  EXPECT_GE(top1_agree * 100, positions * 92);
 }
 
+// Greedy decoding follows llama.cpp's argmax until a near-tie: where its
+// top-2 margin is below kTieMargin, rounding differences between two correct
+// engines may pick either token (HF f32 and llama.cpp part ways at such steps
+// too). So: (1) free-running, our tokens equal llama.cpp's up to its first
+// near-tie; (2) teacher-forced on llama.cpp's continuation, our argmax equals
+// its choice at every step that is not a near-tie.
 TEST(ModelReference, GreedyMatchesLlamaCpp) {
   TALLY_NEED_MODEL();
+  constexpr double kTieMargin = 0.5;  // of the order of the engines' logit differences
   const auto fx = load_fixture("model/llama_cpp_greedy.json");
+  const int64_t V = shared_model()->config().n_vocab;
   for (const auto& p : fx["prompts"]) {
+    const std::string name = p["name"];
     const auto ids = p["ids"].get<std::vector<int32_t>>();
     const auto expected = p["continuation"].get<std::vector<int32_t>>();
+    size_t first_tie = expected.size();
+    for (size_t j = 0; j < p["steps"].size(); ++j)
+      if (p["steps"][j]["margin"].get<double>() < kTieMargin) {
+        first_tie = j;
+        break;
+      }
     SessionOptions o;
     o.n_ctx = 512;
     Session s(*shared_model(), o);
@@ -86,9 +103,31 @@ TEST(ModelReference, GreedyMatchesLlamaCpp) {
     const GenerateResult r = generate(s, ids, g);
     size_t same = 0;
     while (same < expected.size() && same < r.tokens.size() && r.tokens[same] == expected[same]) ++same;
-    std::printf("%s: %zu of %zu greedy tokens equal llama.cpp's\n", p["name"].get<std::string>().c_str(), same,
-                expected.size());
-    EXPECT_GE(same, std::min<size_t>(32, expected.size())) << p["name"];
+    EXPECT_GE(same, first_tie) << name << ": diverged before llama.cpp's first near-tie";
+
+    // Teacher forcing: all logits over prompt + llama.cpp's continuation.
+    SessionOptions ao = o;
+    ao.all_logits = true;
+    Session t(*shared_model(), ao);
+    std::vector<int32_t> full = ids;
+    full.insert(full.end(), expected.begin(), expected.end());
+    std::vector<int32_t> argmaxes;
+    t.append(full, [&](int64_t, const float* l, int64_t rows) {
+      for (int64_t i = 0; i < rows; ++i)
+        argmaxes.push_back(static_cast<int32_t>(std::max_element(l + i * V, l + (i + 1) * V) - (l + i * V)));
+    });
+    size_t decisive = 0, agree = 0;
+    for (size_t j = 0; j < expected.size(); ++j) {
+      if (p["steps"][j]["margin"].get<double>() < kTieMargin) continue;
+      ++decisive;
+      const int32_t ours = argmaxes[ids.size() - 1 + j];
+      agree += ours == expected[j];
+      EXPECT_EQ(ours, expected[j]) << name << " step " << j << " (llama.cpp margin "
+                                   << p["steps"][j]["margin"].get<double>() << ")";
+    }
+    std::printf("%s: free-running %zu of %zu tokens equal llama.cpp's (its first near-tie at step %zu); "
+                "teacher-forced %zu of %zu decisive steps agree\n",
+                name.c_str(), same, expected.size(), first_tie, agree, decisive);
   }
 }
 
