@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -26,23 +25,15 @@
 namespace {
 
 struct Loaded {
-  std::vector<uint8_t> bytes;  // the GgufFile parses from (and points into) these
   std::unique_ptr<tally::GgufFile> file;
   std::unique_ptr<tally::Tokenizer> tok;
   bool representable[256] = {};  // bytes the vocabulary has a token for (byte-level BPE)
 };
 
 std::unique_ptr<Loaded> load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return nullptr;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string s = ss.str();
+  if (!std::ifstream(path).good()) return nullptr;
   auto l = std::make_unique<Loaded>();
-  l->bytes.assign(s.begin(), s.end());
-  // Vocabulary-only files may end before their (empty) aligned data section.
-  l->bytes.resize((l->bytes.size() + 31) / 32 * 32, 0);
-  l->file = std::make_unique<tally::GgufFile>(l->bytes.data(), l->bytes.size(), path);
+  l->file = std::make_unique<tally::GgufFile>(path);
   l->tok = std::make_unique<tally::Tokenizer>(tally::Tokenizer::from_gguf(*l->file));
   for (int b = 0; b < 256; ++b)
     l->representable[b] = !l->tok->encode(std::string(1, static_cast<char>(b)), false, false).empty();

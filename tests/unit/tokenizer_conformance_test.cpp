@@ -102,7 +102,7 @@ TEST(TokenizerConformance, Starcoder) { run_suite("starcoder", "gpt2"); }
 TEST(TokenizerConformance, LlamaSpm) { run_suite("llama-spm", "llama"); }
 
 // The suite's files end right after their metadata (no tensors, no padding
-// to the empty data section); the reader must open them from disk as they are.
+// up to the empty data section): the reader must accept them as they are.
 TEST(TokenizerConformance, OpensVocabFilesFromDisk) {
   for (const char* name : {"gpt-2", "starcoder", "llama-spm"}) {
     const GgufFile f(kDir + "ggml-vocab-" + name + ".gguf");

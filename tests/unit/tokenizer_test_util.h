@@ -1,9 +1,7 @@
 #pragma once
-// Helpers shared by the tokenizer tests: loading vocabulary-only GGUFs into
-// memory, and building small synthetic vocabularies.
-#include <fstream>
+// Helpers shared by the tokenizer tests: opening the shared vocabulary-only
+// GGUFs and parsing synthetic GGUF images built in memory.
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -14,7 +12,7 @@ namespace tally::test {
 
 inline const std::string kVocabDir = TALLY_SHARED_DIR "/testdata/tokenizer/";
 
-// A GGUF parsed from an in-memory image that it owns.
+// A parsed GGUF together with the in-memory image it was parsed from, if any.
 struct OwnedGguf {
   std::vector<uint8_t> bytes;
   std::unique_ptr<GgufFile> file;
@@ -28,20 +26,11 @@ inline OwnedGguf gguf_from_bytes(std::vector<uint8_t> bytes, std::string name = 
   return g;
 }
 
-// Vocabulary-only files written by older converters end right after the
-// metadata, without padding up to their (empty) data section; the image is
-// padded to 32 bytes here so the tokenizer tests do not depend on how the
-// reader treats that.
+// A vocabulary-only GGUF of the shared tokenizer test data, opened from disk.
 inline OwnedGguf load_vocab(const std::string& file_name) {
-  const std::string path = kVocabDir + file_name;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string s = ss.str();
-  std::vector<uint8_t> bytes(s.begin(), s.end());
-  bytes.resize((bytes.size() + 31) / 32 * 32, 0);
-  return gguf_from_bytes(std::move(bytes), path);
+  OwnedGguf g;
+  g.file = std::make_unique<GgufFile>(kVocabDir + file_name);
+  return g;
 }
 
 }  // namespace tally::test

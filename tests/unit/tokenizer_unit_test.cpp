@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <string>
@@ -37,6 +38,13 @@ Meta strings(const std::vector<std::string>& ss) {
   std::vector<Meta> e;
   for (const auto& s : ss) e.push_back(test::m_str(s));
   return test::m_array(test::kString, e);
+}
+// A u32 value written directly (test::m_u32 trips a GCC 12 -Wstringop-overflow
+// false positive when inlined here).
+Meta u32(uint32_t v) {
+  Meta m{test::kU32, std::vector<uint8_t>(sizeof v)};
+  std::memcpy(m.bytes.data(), &v, sizeof v);
+  return m;
 }
 Meta i32s(const std::vector<int32_t>& v) {
   std::vector<Meta> e;
@@ -89,7 +97,7 @@ struct TinyBpe {
         .kv("tokenizer.ggml.pre", test::m_str(pre))
         .kv("tokenizer.ggml.tokens", strings(tokens))
         .kv("tokenizer.ggml.token_type", i32s(types))
-        .kv("tokenizer.ggml.eos_token_id", test::m_u32(static_cast<uint32_t>(id("<|end|>"))));
+        .kv("tokenizer.ggml.eos_token_id", u32(static_cast<uint32_t>(id("<|end|>"))));
     if (with_merges) b.kv("tokenizer.ggml.merges", strings(merges));
     return b;
   }
@@ -131,9 +139,9 @@ struct TinySpm {
         .kv("tokenizer.ggml.tokens", strings(tokens))
         .kv("tokenizer.ggml.token_type", i32s(types))
         .kv("tokenizer.ggml.scores", f32s(scores))
-        .kv("tokenizer.ggml.bos_token_id", test::m_u32(1))
-        .kv("tokenizer.ggml.eos_token_id", test::m_u32(2))
-        .kv("tokenizer.ggml.unknown_token_id", test::m_u32(0));
+        .kv("tokenizer.ggml.bos_token_id", u32(1))
+        .kv("tokenizer.ggml.eos_token_id", u32(2))
+        .kv("tokenizer.ggml.unknown_token_id", u32(0));
     if (add_space_prefix) b.kv("tokenizer.ggml.add_space_prefix", test::m_bool(*add_space_prefix));
     return test::gguf_from_bytes(b.build(), "tiny-spm.gguf");
   }
@@ -266,7 +274,7 @@ TEST(TokenizerBpe, MalformedMetadataIsAnError) {
   }
   {
     TinyBpe v;
-    auto b = v.builder().kv("tokenizer.ggml.bos_token_id", test::m_u32(999999));
+    auto b = v.builder().kv("tokenizer.ggml.bos_token_id", u32(999999));
     const std::string msg = error_of([&] { (void)Tokenizer::from_gguf(*test::gguf_from_bytes(b.build())); });
     EXPECT_TRUE(has(msg, "tokenizer.ggml.bos_token_id")) << msg;
     EXPECT_TRUE(has(msg, "999999")) << msg;
@@ -306,7 +314,7 @@ TEST(TokenizerBpe, InvalidIds) {
 TEST(TokenizerBpe, AddSpecialFollowsFlags) {
   TinyBpe v;
   auto b = v.builder()
-               .kv("tokenizer.ggml.bos_token_id", test::m_u32(static_cast<uint32_t>(v.id("<think>"))))
+               .kv("tokenizer.ggml.bos_token_id", u32(static_cast<uint32_t>(v.id("<think>"))))
                .kv("tokenizer.ggml.add_bos_token", test::m_bool(true))
                .kv("tokenizer.ggml.add_eos_token", test::m_bool(true));
   const auto g = test::gguf_from_bytes(b.build());
