@@ -12,5 +12,6 @@ void add_run(CLI::App& app);
 void add_chat(CLI::App& app);
 void add_logits(CLI::App& app);
 void add_perplexity(CLI::App& app);
+void add_kv_plan(CLI::App& app);
 
 }  // namespace tally::cli

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   tally::cli::add_chat(app);
   tally::cli::add_logits(app);
   tally::cli::add_perplexity(app);
+  tally::cli::add_kv_plan(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
