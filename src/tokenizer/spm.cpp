@@ -9,12 +9,35 @@
 
 namespace tally {
 
+namespace {
+
+constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581
+
+// Whether U+2581 starts at byte `p` of `s` right after another U+2581.
+bool after_space(std::string_view s, size_t p) {
+  return p >= kSpace.size() && s.substr(p - kSpace.size(), kSpace.size()) == kSpace;
+}
+
+// Whether `s` has a U+2581 that directly follows some other character.
+bool has_inner_space(std::string_view s) {
+  for (size_t p = s.find(kSpace, 1); p != std::string_view::npos; p = s.find(kSpace, p + 1))
+    if (!after_space(s, p)) return true;
+  return false;
+}
+
+}  // namespace
+
 SpmModel::SpmModel(const Vocab& vocab) : vocab_(vocab) {
   for (int b = 0; b < 256; ++b) {
     const int32_t id = vocab.find(fmt::format("<0x{:02X}>", b));
     byte_token_[static_cast<size_t>(b)] =
         id >= 0 && vocab.type(id) == TokenType::Byte ? id : -1;
   }
+  split_words_ = true;
+  for (int32_t id = 0; id < vocab.size() && split_words_; ++id)
+    if (find_piece(vocab.tokens[static_cast<size_t>(id)]) == id &&
+        has_inner_space(vocab.tokens[static_cast<size_t>(id)]))
+      split_words_ = false;
 }
 
 int32_t SpmModel::find_piece(std::string_view s) const {
@@ -52,6 +75,21 @@ void SpmModel::emit_symbol(std::string_view s, std::vector<int32_t>& out) const 
 }
 
 void SpmModel::encode(std::string_view text, std::vector<int32_t>& out) const {
+  if (!split_words_) {
+    encode_word(text, out);
+    return;
+  }
+  // Cut before every U+2581 that follows another character.
+  size_t start = 0;
+  for (size_t p = text.find(kSpace, 1); p != std::string_view::npos; p = text.find(kSpace, p + 1)) {
+    if (after_space(text, p)) continue;
+    encode_word(text.substr(start, p - start), out);
+    start = p;
+  }
+  encode_word(text.substr(start), out);
+}
+
+void SpmModel::encode_word(std::string_view text, std::vector<int32_t>& out) const {
   if (text.empty()) return;
   // Symbols are byte ranges of `text` in a doubly linked list; a merged
   // symbol keeps the start of its left part. Scratch space is per thread.

@@ -347,6 +347,22 @@ TEST(TokenizerSpm, MergesByScoreWithByteFallback) {
   EXPECT_EQ(t.encode("</s>ab", false, true), (std::vector<int32_t>{2, v.id("\xE2\x96\x81" "ab")}));
 }
 
+TEST(TokenizerSpm, PieceWithInnerSpaceMergesAcrossWords) {
+  // With a piece like "a▁b" the text cannot be merged word by word.
+  TinySpm v;
+  for (auto [t, s] : std::vector<std::pair<std::string, float>>{
+           {"\xE2\x96\x81" "b", -1.5f}, {"a\xE2\x96\x81" "b", -1.6f}}) {
+    v.tokens.push_back(t);
+    v.types.push_back(1);
+    v.scores.push_back(s);
+  }
+  const auto g = v.gguf();
+  const Tokenizer t = Tokenizer::from_gguf(*g);
+  EXPECT_EQ(t.encode("a b", false, false),
+            (std::vector<int32_t>{v.id("\xE2\x96\x81"), v.id("a\xE2\x96\x81" "b")}));
+  EXPECT_EQ(t.decode(t.encode("a b", false, false)), "a b");
+}
+
 TEST(TokenizerSpm, NoSpacePrefix) {
   TinySpm v;
   v.add_space_prefix = false;
