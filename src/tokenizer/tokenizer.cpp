@@ -54,6 +54,9 @@ std::string spm_unescape(std::string_view s) {
 
 }  // namespace
 
+// Everything a tokenizer needs, built once and shared read-only by all copies.
+// Exactly one of bpe (with pretok) and spm is set; per-token tables have
+// n_vocab entries.
 struct Tokenizer::Impl {
   Vocab vocab;
   std::optional<Pretokenizer> pretok;  // gpt2 only

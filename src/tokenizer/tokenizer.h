@@ -51,9 +51,8 @@ class Tokenizer {
   // (SentencePiece models that add a space prefix when encoding).
   bool strips_leading_space() const;
 
-  struct Impl;
-
  private:
+  struct Impl;
   explicit Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<const Impl> impl_;
 };
