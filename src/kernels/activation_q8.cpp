@@ -12,7 +12,7 @@ void quantize_row_q8_scalar(const float* x, BlockQ8* out, int64_t n) {
     float amax = 0;
     for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(xb[i]));
     const float d = amax / 127.0f;
-    const float id = d != 0 ? 1.0f / d : 0.0f;
+    const float id = d >= 0x1p-126f ? 1.0f / d : 0.0f;  // a subnormal d has no finite 1/d: the block becomes 0
     int sum = 0;
     for (int i = 0; i < 32; ++i) {
       const int q = static_cast<int>(std::nearbyint(xb[i] * id));

@@ -99,7 +99,7 @@ TALLY_AVX2 void quantize_row_q8_avx2(const float* x, BlockQ8* out, int64_t n) {
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
     m = _mm_max_ss(m, _mm_movehdup_ps(m));
     const float d = _mm_cvtss_f32(m) / 127.0f;
-    const float id = d != 0 ? 1.0f / d : 0.0f;
+    const float id = d >= 0x1p-126f ? 1.0f / d : 0.0f;  // a subnormal d has no finite 1/d: the block becomes 0
     const __m256 vid = _mm256_set1_ps(id);
     __m256i q32[4];
     for (int k = 0; k < 4; ++k)
