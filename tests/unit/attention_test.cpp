@@ -1,0 +1,174 @@
+// attend() over a paged KV cache: the AVX2 path against the scalar reference,
+// and both against the same attention computed in double from the stored
+// (f16-rounded) keys and values, for F16 and F32 caches, head sizes that do and
+// do not fill 8-float vectors, and key counts that cross block boundaries.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/half.h"
+#include "kernels/attention.h"
+#include "kernels/cpu_features.h"
+#include "kv/kv_cache.h"
+
+namespace tally {
+namespace {
+
+constexpr double kU = 1.0 / (1 << 24);  // unit roundoff of float
+constexpr int64_t kBlock = 16;
+constexpr int64_t kPositions = 100;
+constexpr int64_t kHeads = 2;
+
+// The value at index i of a stored (head_dim) vector.
+double stored(const uint8_t* p, int64_t i, DType t) {
+  if (t == DType::F32) {
+    float f;
+    std::memcpy(&f, p + 4 * i, 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, p + 2 * i, 2);
+  return f16_to_f32(h);
+}
+
+struct Reference {
+  std::vector<double> out;  // (head_dim)
+  double tol_rel;           // tolerance for out[i], relative to max_j |v_j[i]| (see below)
+  std::vector<double> vmax;  // (head_dim): max_j |v_j[i]|
+};
+
+// Attention in double. Tolerance for a float computation: each score s_j is a
+// dot of head_dim products (recursive or 8-lane summation, then * scale), off
+// by at most delta = (head_dim + 1) u S with S = max_j scale * sum_i |q_i k_ji|;
+// softmax turns that into a relative error of about 2 delta + 5u on each weight
+// p_j, and the n_keys-term sum of p_j v_j adds n_keys u of max|v|.
+Reference reference(const float* q, const KvLayerView& kv, int64_t h, int64_t n_keys, float scale) {
+  const int64_t hd = kv.head_dim;
+  const uint64_t vb = kv.type == DType::F32 ? 4 : 2;
+  auto key = [&](int64_t p) { return kv.k_head(p / kv.block_size, h) + (p % kv.block_size) * hd * vb; };
+  auto val = [&](int64_t p) { return kv.v_head(p / kv.block_size, h) + (p % kv.block_size) * hd * vb; };
+  std::vector<double> s(n_keys);
+  double mx = -INFINITY, big_s = 0;
+  for (int64_t p = 0; p < n_keys; ++p) {
+    double dot = 0, abs = 0;
+    for (int64_t i = 0; i < hd; ++i) {
+      dot += q[i] * stored(key(p), i, kv.type);
+      abs += std::fabs(q[i] * stored(key(p), i, kv.type));
+    }
+    s[p] = dot * scale;
+    big_s = std::max(big_s, abs * scale);
+    mx = std::max(mx, s[p]);
+  }
+  double sum = 0;
+  for (double& e : s) sum += (e = std::exp(e - mx));
+  Reference r{std::vector<double>(hd, 0.0), 0, std::vector<double>(hd, 0.0)};
+  for (int64_t p = 0; p < n_keys; ++p)
+    for (int64_t i = 0; i < hd; ++i) {
+      const double v = stored(val(p), i, kv.type);
+      r.out[i] += s[p] / sum * v;
+      r.vmax[i] = std::max(r.vmax[i], std::fabs(v));
+    }
+  const double delta = static_cast<double>(hd + 1) * kU * big_s;
+  r.tol_rel = 2 * delta + (static_cast<double>(n_keys) + 10) * kU;
+  return r;
+}
+
+// A one-layer cache holding kPositions random positions.
+struct Filled {
+  KvCache cache;
+  KvCache::SeqId seq;
+
+  Filled(int64_t head_dim, DType type, std::mt19937& rng)
+      : cache(KvShape{1, kHeads, head_dim}, KvCacheOptions{kPositions, kBlock, type, 64u << 20}) {
+    seq = cache.create_sequence();
+    cache.begin_write(seq, 0, kPositions);
+    std::uniform_real_distribution<float> u(-1, 1);
+    std::vector<float> k(kHeads * head_dim), v(kHeads * head_dim);
+    for (int64_t p = 0; p < kPositions; ++p) {
+      for (auto& e : k) e = u(rng);
+      for (auto& e : v) e = u(rng);
+      cache.store(0, seq, p, k.data(), v.data());
+    }
+  }
+};
+
+void check_attention(DType type, int64_t head_dim, bool simd) {
+  std::mt19937 rng(static_cast<unsigned>(head_dim) * 7 + static_cast<unsigned>(type));
+  Filled f(head_dim, type, rng);
+  const KvLayerView kv = f.cache.view(0, f.seq);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  std::uniform_real_distribution<float> u(-2, 2);
+  const SimdLevel saved = simd_level();
+  set_simd_level(SimdLevel::Avx2);
+  for (int64_t n_keys : {1, 2, 15, 16, 17, 33, 64, 99, 100}) {
+    for (int64_t h = 0; h < kHeads; ++h) {
+      std::vector<float> qbuf(head_dim + 1);
+      float* q = qbuf.data() + 1;  // not 32-byte aligned
+      for (int64_t i = 0; i < head_dim; ++i) q[i] = u(rng);
+      std::vector<float> scores_s(n_keys), scores_a(n_keys), out_s(head_dim + 1), out_a(head_dim + 1);
+      attend_scalar(q, kv, h, n_keys, scale, scores_s.data(), out_s.data() + 1);
+      if (simd) attend(q, kv, h, n_keys, scale, scores_a.data(), out_a.data() + 1);
+      const Reference r = reference(q, kv, h, n_keys, scale);
+      for (int64_t i = 0; i < head_dim; ++i) {
+        const double tol = r.tol_rel * r.vmax[i] + 1e-30;
+        ASSERT_LE(std::fabs(out_s[i + 1] - r.out[i]), tol)
+            << dtype_name(type) << " head_dim=" << head_dim << " n_keys=" << n_keys << " head " << h << " [" << i
+            << "]: scalar " << out_s[i + 1] << " double " << r.out[i];
+        if (simd) {
+          ASSERT_LE(std::fabs(out_a[i + 1] - out_s[i + 1]), 2 * tol)
+              << dtype_name(type) << " head_dim=" << head_dim << " n_keys=" << n_keys << " head " << h << " [" << i
+              << "]: avx2 " << out_a[i + 1] << " scalar " << out_s[i + 1];
+        }
+      }
+    }
+  }
+  set_simd_level(saved);
+}
+
+struct AttentionCase {
+  DType type;
+  int64_t head_dim;
+};
+
+class AttentionTest : public ::testing::TestWithParam<AttentionCase> {};
+
+TEST_P(AttentionTest, ScalarMatchesDouble) { check_attention(GetParam().type, GetParam().head_dim, false); }
+
+TEST_P(AttentionTest, Avx2MatchesScalar) {
+  if (detected_simd_level() != SimdLevel::Avx2) GTEST_SKIP() << "CPU has no AVX2";
+  check_attention(GetParam().type, GetParam().head_dim, true);
+}
+
+// 64 and 128 are the model head sizes; 40 fills 8-float vectors with an odd
+// count of them; 36 is not a multiple of 8 (the AVX2 code takes the scalar path).
+INSTANTIATE_TEST_SUITE_P(Heads, AttentionTest,
+                         ::testing::Values(AttentionCase{DType::F16, 64}, AttentionCase{DType::F16, 128},
+                                           AttentionCase{DType::F16, 40}, AttentionCase{DType::F16, 36},
+                                           AttentionCase{DType::F32, 64}, AttentionCase{DType::F32, 128},
+                                           AttentionCase{DType::F32, 40}, AttentionCase{DType::F32, 36}),
+                         [](const auto& info) {
+                           return std::string(info.param.type == DType::F16 ? "F16" : "F32") + "_" +
+                                  std::to_string(info.param.head_dim);
+                         });
+
+// One key: the output is exactly that key's value (softmax of one score is 1).
+TEST(Attention, SingleKeyReturnsItsValue) {
+  KvCache cache(KvShape{1, 1, 8}, KvCacheOptions{4, 4, DType::F32, 1u << 20});
+  const auto s = cache.create_sequence();
+  cache.begin_write(s, 0, 1);
+  const float k[8] = {1, 2, 3, 4, 5, 6, 7, 8}, v[8] = {-1, 0.5f, 2, 3, -4, 5, 6, 7};
+  cache.store(0, s, 0, k, v);
+  const float q[8] = {9, 9, 9, 9, 9, 9, 9, 9};
+  float scores[1], out[8];
+  attend(q, cache.view(0, s), 0, 1, 0.125f, scores, out);
+  EXPECT_EQ(scores[0], 1.0f);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(out[i], v[i]) << i;
+}
+
+}  // namespace
+}  // namespace tally

@@ -1,0 +1,244 @@
+// Row operations of the forward pass against double-precision math, and the
+// geometric properties RoPE must have (rotation, pairing, relative positions).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "kernels/ops.h"
+
+namespace tally {
+namespace {
+
+constexpr double kU = 1.0 / (1 << 24);  // unit roundoff of float
+
+std::vector<float> random_vector(int64_t n, std::mt19937& rng, float lo = -1, float hi = 1) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& e : v) e = u(rng);
+  return v;
+}
+
+TEST(RmsNorm, MatchesDoubleReference) {
+  std::mt19937 rng(1);
+  for (int64_t n : {1, 7, 64, 576, 2560}) {
+    for (float mag : {1e-3f, 1.0f, 1e3f}) {
+      const std::vector<float> x = random_vector(n, rng, -mag, mag), w = random_vector(n, rng, 0.5f, 2.0f);
+      const float eps = 1e-5f;
+      std::vector<float> out(n);
+      rms_norm(x.data(), w.data(), out.data(), n, eps);
+      double ss = 0;
+      for (float v : x) ss += static_cast<double>(v) * v;
+      const double inv = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
+      for (int64_t i = 0; i < n; ++i) {
+        const double want = x[i] * inv * w[i];
+        // Three float roundings (the scale, two products): a few ulps.
+        EXPECT_LE(std::fabs(out[i] - want), 4 * kU * std::fabs(want) + 1e-37)
+            << "n=" << n << " mag=" << mag << " [" << i << "]";
+      }
+    }
+  }
+}
+
+TEST(RmsNorm, ZeroInputStaysZeroAndInPlaceWorks) {
+  std::vector<float> z(16, 0.0f), w(16, 1.0f), out(16, 5.0f);
+  rms_norm(z.data(), w.data(), out.data(), 16, 1e-6f);
+  for (float v : out) EXPECT_EQ(v, 0.0f);
+  std::vector<float> x = {3, 4, 0, 0}, w4 = {1, 1, 1, 2}, copy = x;
+  std::vector<float> expect(4);
+  rms_norm(copy.data(), w4.data(), expect.data(), 4, 0);
+  rms_norm(x.data(), w4.data(), x.data(), 4, 0);  // the forward pass normalizes in place
+  EXPECT_EQ(x, expect);
+  EXPECT_FLOAT_EQ(x[0], 3 / 2.5f);  // rms of (3, 4, 0, 0) = sqrt(25 / 4) = 2.5
+  EXPECT_FLOAT_EQ(x[1], 4 / 2.5f);
+}
+
+TEST(Softmax, SumsToOneAndMatchesDouble) {
+  std::mt19937 rng(2);
+  for (int64_t n : {1, 2, 5, 100, 4096}) {
+    std::vector<float> x = random_vector(n, rng, -30, 30);
+    const std::vector<float> in = x;
+    softmax(x.data(), n);
+    // The max is subtracted in float (as the kernel does; that rounding is
+    // part of the definition), the rest is done in double.
+    float mx = -INFINITY;
+    for (float v : in) mx = std::max(mx, v);
+    double sum = 0, total = 0;
+    for (float v : in) sum += std::exp(static_cast<double>(v - mx));
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = std::exp(static_cast<double>(in[i] - mx)) / sum;
+      EXPECT_LE(std::fabs(x[i] - want), 4 * kU * want + 1e-45) << "n=" << n << " [" << i << "]";
+      EXPECT_GE(x[i], 0.0f);
+      total += x[i];
+    }
+    EXPECT_NEAR(total, 1.0, 1e-5) << "n=" << n;
+  }
+}
+
+TEST(Softmax, LargeValuesDoNotOverflow) {
+  std::vector<float> x = {1000, 1001, 999};
+  softmax(x.data(), 3);
+  const double e = std::exp(1.0), s = e + 1 + 1 / e;
+  EXPECT_NEAR(x[0], 1 / s, 1e-6);
+  EXPECT_NEAR(x[1], e / s, 1e-6);
+  EXPECT_NEAR(x[2], 1 / e / s, 1e-6);
+}
+
+TEST(Softmax, MinusInfinityEntriesGetZero) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = {-inf, 0.0f, -inf, std::log(3.0f)};
+  softmax(x.data(), 4);
+  EXPECT_EQ(x[0], 0.0f);
+  EXPECT_EQ(x[2], 0.0f);
+  EXPECT_NEAR(x[1], 0.25, 1e-7);
+  EXPECT_NEAR(x[3], 0.75, 1e-7);
+  std::vector<float> all = {-inf, -inf, -inf};
+  softmax(all.data(), 3);  // everything masked: defined as all zeros, no NaN
+  for (float v : all) EXPECT_EQ(v, 0.0f);
+}
+
+TEST(SiluMulAndAdd, MatchDouble) {
+  std::mt19937 rng(3);
+  const std::vector<float> g = random_vector(300, rng, -20, 20), up = random_vector(300, rng, -3, 3);
+  std::vector<float> out(300);
+  silu_mul(g.data(), up.data(), out.data(), 300);
+  for (int i = 0; i < 300; ++i) {
+    const double want = g[i] / (1 + std::exp(-static_cast<double>(g[i]))) * up[i];
+    EXPECT_LE(std::fabs(out[i] - want), 8 * kU * std::fabs(want) + 1e-30) << i;
+  }
+  std::vector<float> a = g;
+  add_inplace(a.data(), up.data(), 300);
+  for (int i = 0; i < 300; ++i) EXPECT_EQ(a[i], g[i] + up[i]);
+}
+
+// --- RoPE ---------------------------------------------------------------------
+
+TEST(Rope, AnglesFollowTheFormula) {
+  for (float base : {10000.0f, 1000000.0f}) {
+    for (int64_t rot : {8, 64, 128}) {
+      for (int64_t pos : {0, 1, 7, 1000, 32767}) {
+        std::vector<float> c(rot / 2), s(rot / 2);
+        rope_angles(pos, rot, base, c.data(), s.data());
+        for (int64_t i = 0; i < rot / 2; ++i) {
+          // angle_i = pos * base^(-2i/d), written as an exponential of a log.
+          const double log_base = std::log(static_cast<double>(base));
+          const double theta = static_cast<double>(pos) * std::exp(-2.0 * i / rot * log_base);
+          EXPECT_NEAR(c[i], std::cos(theta), 2e-7) << "base " << base << " rot " << rot << " pos " << pos << " i " << i;
+          EXPECT_NEAR(s[i], std::sin(theta), 2e-7) << "base " << base << " rot " << rot << " pos " << pos << " i " << i;
+        }
+      }
+    }
+  }
+  float c[2], s[2];
+  rope_angles(1, 4, 10000, c, s);  // i = 0: angle 1 rad; i = 1: 1 / 100 rad
+  EXPECT_FLOAT_EQ(c[0], static_cast<float>(std::cos(1.0)));
+  EXPECT_FLOAT_EQ(s[1], static_cast<float>(std::sin(0.01)));
+}
+
+constexpr RopePairing kPairings[] = {RopePairing::Adjacent, RopePairing::HalfSplit};
+
+TEST(Rope, PositionZeroIsIdentity) {
+  std::mt19937 rng(4);
+  const int64_t hd = 64;
+  std::vector<float> c(hd / 2), s(hd / 2);
+  rope_angles(0, hd, 10000, c.data(), s.data());
+  for (RopePairing pairing : kPairings) {
+    const std::vector<float> x = random_vector(3 * hd, rng);
+    std::vector<float> y = x;
+    rope_apply(y.data(), 3, hd, hd, c.data(), s.data(), pairing);
+    EXPECT_EQ(y, x);
+  }
+}
+
+// Index pairs (a, b) that RoPE rotates together.
+std::pair<int64_t, int64_t> pair_of(RopePairing p, int64_t i, int64_t rot) {
+  return p == RopePairing::Adjacent ? std::make_pair(2 * i, 2 * i + 1) : std::make_pair(i, i + rot / 2);
+}
+
+TEST(Rope, RotatesEachPairByItsAngleAndLeavesTheRestAlone) {
+  std::mt19937 rng(5);
+  const int64_t n_heads = 3, hd = 64, rot = 32;  // partial rotary: dims [rot, hd) untouched
+  std::vector<float> c(rot / 2), s(rot / 2);
+  rope_angles(123, rot, 10000, c.data(), s.data());
+  for (RopePairing pairing : kPairings) {
+    const std::vector<float> x = random_vector(n_heads * hd, rng);
+    std::vector<float> y = x;
+    rope_apply(y.data(), n_heads, hd, rot, c.data(), s.data(), pairing);
+    for (int64_t h = 0; h < n_heads; ++h) {
+      const float* xh = x.data() + h * hd;
+      const float* yh = y.data() + h * hd;
+      for (int64_t i = 0; i < rot / 2; ++i) {
+        const auto [a, b] = pair_of(pairing, i, rot);
+        const double n0 = std::hypot(xh[a], xh[b]), n1 = std::hypot(yh[a], yh[b]);
+        EXPECT_NEAR(n1, n0, 4 * kU * n0 + 1e-7) << "head " << h << " pair " << i;
+        // Counter-clockwise by angle_i: (x0 cos - x1 sin, x0 sin + x1 cos).
+        EXPECT_NEAR(yh[a], xh[a] * c[i] - xh[b] * s[i], 1e-6);
+        EXPECT_NEAR(yh[b], xh[a] * s[i] + xh[b] * c[i], 1e-6);
+      }
+      for (int64_t i = rot; i < hd; ++i) EXPECT_EQ(yh[i], xh[i]) << "head " << h << " dim " << i;
+    }
+  }
+  // (1, 0) in pair i lands on (cos_i, sin_i).
+  std::vector<float> e(rot, 0.0f);
+  e[2] = 1;  // Adjacent pair 1
+  rope_apply(e.data(), 1, rot, rot, c.data(), s.data(), RopePairing::Adjacent);
+  EXPECT_EQ(e[2], c[1]);
+  EXPECT_EQ(e[3], s[1]);
+}
+
+// HalfSplit pairs (i, i + d/2); Adjacent pairs (2i, 2i+1). Permuting a
+// HalfSplit vector into adjacent order (y[2i] = x[i], y[2i+1] = x[i + d/2]),
+// rotating with Adjacent and permuting back gives the HalfSplit rotation.
+TEST(Rope, HalfSplitEqualsAdjacentUnderThePermutation) {
+  std::mt19937 rng(6);
+  const int64_t n_heads = 2, hd = 128;
+  for (int64_t rot : {128, 64}) {
+    std::vector<float> c(rot / 2), s(rot / 2);
+    rope_angles(777, rot, 1000000, c.data(), s.data());
+    const std::vector<float> x = random_vector(n_heads * hd, rng);
+    std::vector<float> half = x, adj = x;
+    rope_apply(half.data(), n_heads, hd, rot, c.data(), s.data(), RopePairing::HalfSplit);
+    for (int64_t h = 0; h < n_heads; ++h)
+      for (int64_t i = 0; i < rot / 2; ++i) {
+        adj[h * hd + 2 * i] = x[h * hd + i];
+        adj[h * hd + 2 * i + 1] = x[h * hd + i + rot / 2];
+      }
+    rope_apply(adj.data(), n_heads, hd, rot, c.data(), s.data(), RopePairing::Adjacent);
+    std::vector<float> back = adj;
+    for (int64_t h = 0; h < n_heads; ++h)
+      for (int64_t i = 0; i < rot / 2; ++i) {
+        back[h * hd + i] = adj[h * hd + 2 * i];
+        back[h * hd + i + rot / 2] = adj[h * hd + 2 * i + 1];
+      }
+    EXPECT_EQ(back, half) << "rot " << rot;
+  }
+}
+
+// The point of RoPE: q(m) . k(n) depends only on m - n.
+TEST(Rope, DotProductDependsOnlyOnRelativePosition) {
+  std::mt19937 rng(7);
+  const int64_t hd = 64;
+  const std::vector<float> q = random_vector(hd, rng), k = random_vector(hd, rng);
+  for (RopePairing pairing : kPairings) {
+    auto rotated_dot = [&](int64_t m, int64_t n) {
+      std::vector<float> a = q, b = k, c(hd / 2), s(hd / 2);
+      rope_angles(m, hd, 10000, c.data(), s.data());
+      rope_apply(a.data(), 1, hd, hd, c.data(), s.data(), pairing);
+      rope_angles(n, hd, 10000, c.data(), s.data());
+      rope_apply(b.data(), 1, hd, hd, c.data(), s.data(), pairing);
+      double d = 0;
+      for (int64_t i = 0; i < hd; ++i) d += static_cast<double>(a[i]) * b[i];
+      return d;
+    };
+    EXPECT_NEAR(rotated_dot(5, 3), rotated_dot(105, 103), 1e-4);
+    EXPECT_NEAR(rotated_dot(3, 3), rotated_dot(0, 0), 1e-4);
+    EXPECT_GT(std::fabs(rotated_dot(5, 3) - rotated_dot(5, 4)), 1e-3);  // and it does depend on m - n
+  }
+}
+
+}  // namespace
+}  // namespace tally

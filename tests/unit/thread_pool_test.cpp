@@ -1,0 +1,94 @@
+// ThreadPool::parallel_for: every index is covered exactly once, by ranges
+// aligned to the grain, at most one range per worker, with worker indices in
+// range; long runs of tiny jobs complete; bad thread counts are refused.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "runtime/thread_pool.h"
+
+namespace tally {
+namespace {
+
+TEST(ThreadPool, CoversEveryIndexExactlyOnce) {
+  for (int threads = 1; threads <= 4; ++threads) {
+    ThreadPool pool(threads);
+    ASSERT_EQ(pool.size(), threads);
+    for (int64_t grain : {1, 3, 16}) {
+      for (int64_t n = 0; n <= 200; ++n) {
+        std::vector<std::atomic<int>> hits(n);
+        std::mutex mu;
+        std::vector<std::pair<int64_t, int64_t>> ranges;
+        std::vector<int> workers;
+        pool.parallel_for(
+            n,
+            [&](int64_t begin, int64_t end, int worker) {
+              for (int64_t i = begin; i < end; ++i) hits[i].fetch_add(1, std::memory_order_relaxed);
+              std::lock_guard<std::mutex> lk(mu);
+              ranges.emplace_back(begin, end);
+              workers.push_back(worker);
+            },
+            grain);
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(hits[i].load(), 1) << "index " << i << " of n=" << n << " threads=" << threads
+                                       << " grain=" << grain;
+        std::set<int> distinct;
+        for (size_t r = 0; r < ranges.size(); ++r) {
+          const auto [b, e] = ranges[r];
+          EXPECT_LT(b, e) << "empty range passed to fn";
+          EXPECT_EQ(b % grain, 0) << "range [" << b << ", " << e << ") not aligned to grain " << grain;
+          EXPECT_GE(workers[r], 0);
+          EXPECT_LT(workers[r], pool.size());
+          distinct.insert(workers[r]);
+        }
+        EXPECT_EQ(distinct.size(), ranges.size()) << "a worker ran two ranges (n=" << n << ")";
+        if (n == 0) {
+          EXPECT_TRUE(ranges.empty());
+        }
+      }
+    }
+  }
+}
+
+// One parallel_for after another, as decode does hundreds of times per token.
+// Two threads: every job still goes through the hand-off to a worker and back,
+// and the test stays fast on a machine with few free cores (each job costs a
+// reschedule there).
+TEST(ThreadPool, LongSequenceOfTinyJobsCompletes) {
+  ThreadPool pool(2);
+  std::vector<int64_t> per_index(8, 0);  // each index is written by one worker per job
+  int64_t calls_on_caller = 0;
+  for (int job = 0; job < 10000; ++job)
+    pool.parallel_for(
+        8,
+        [&](int64_t begin, int64_t end, int worker) {
+          for (int64_t i = begin; i < end; ++i) ++per_index[i];
+          if (worker == 0) ++calls_on_caller;
+        },
+        1);
+  for (int64_t i = 0; i < 8; ++i) EXPECT_EQ(per_index[i], 10000) << i;
+  EXPECT_EQ(calls_on_caller, 10000);  // the calling thread is worker 0 and always gets a range
+  // A pool that is created, used once and destroyed many times shuts down cleanly.
+  for (int i = 0; i < 20; ++i) {
+    ThreadPool p(3);
+    std::atomic<int> sum{0};
+    p.parallel_for(10, [&](int64_t b, int64_t e, int) { sum += static_cast<int>(e - b); });
+    ASSERT_EQ(sum.load(), 10);
+  }
+}
+
+TEST(ThreadPool, BadThreadCountsAreRefused) {
+  EXPECT_THROW(ThreadPool(0), Error);
+  EXPECT_THROW(ThreadPool(-3), Error);
+  EXPECT_THROW(ThreadPool(1025), Error);
+  EXPECT_GE(ThreadPool::default_threads(), 1);
+}
+
+}  // namespace
+}  // namespace tally
