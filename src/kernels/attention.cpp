@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "core/half.h"
 #include "kernels/cpu_features.h"
@@ -63,34 +64,38 @@ using Avx2Ops = ScalarOps;
 
 template <typename Ops>
 void attend_impl(const float* q, const KvLayerView& kv, int64_t g, int64_t n_keys, float scale, float* scores,
-                 float* out) {
+                 float* out, int64_t n_visible) {
   const int64_t hd = kv.head_dim, bs = kv.block_size;
-  const uint64_t vb = kv.type == DType::F32 ? 4 : 2;
+  const uint64_t step = kv.pos_stride * (kv.type == DType::F32 ? 4 : 2);
   for (int64_t p0 = 0; p0 < n_keys; p0 += bs) {
     const uint8_t* k = kv.k_head(p0 / bs, g);
     const int64_t m = std::min(bs, n_keys - p0);
-    for (int64_t j = 0; j < m; ++j) scores[p0 + j] = Ops::dot(q, k + j * hd * vb, hd, kv.type) * scale;
+    for (int64_t j = 0; j < m; ++j) scores[p0 + j] = Ops::dot(q, k + j * step, hd, kv.type) * scale;
   }
+  if (n_visible >= 0)
+    for (int64_t j = n_visible; j < n_keys; ++j) scores[j] = -std::numeric_limits<float>::infinity();
   softmax(scores, n_keys);
   std::memset(out, 0, hd * sizeof(float));
-  for (int64_t p0 = 0; p0 < n_keys; p0 += bs) {
+  const int64_t n_used = n_visible >= 0 ? std::min(n_visible, n_keys) : n_keys;
+  for (int64_t p0 = 0; p0 < n_used; p0 += bs) {
     const uint8_t* v = kv.v_head(p0 / bs, g);
-    const int64_t m = std::min(bs, n_keys - p0);
-    for (int64_t j = 0; j < m; ++j) Ops::axpy(out, scores[p0 + j], v + j * hd * vb, hd, kv.type);
+    const int64_t m = std::min(bs, n_used - p0);
+    for (int64_t j = 0; j < m; ++j) Ops::axpy(out, scores[p0 + j], v + j * step, hd, kv.type);
   }
 }
 
 }  // namespace
 
 void attend_scalar(const float* q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys, float scale,
-                   float* scores, float* out) {
-  attend_impl<ScalarOps>(q, kv, kv_head, n_keys, scale, scores, out);
+                   float* scores, float* out, int64_t n_visible) {
+  attend_impl<ScalarOps>(q, kv, kv_head, n_keys, scale, scores, out, n_visible);
 }
 
 void attend(const float* q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys, float scale, float* scores,
-            float* out) {
-  if (simd_level() == SimdLevel::Avx2) return attend_impl<Avx2Ops>(q, kv, kv_head, n_keys, scale, scores, out);
-  attend_impl<ScalarOps>(q, kv, kv_head, n_keys, scale, scores, out);
+            float* out, int64_t n_visible) {
+  if (simd_level() == SimdLevel::Avx2)
+    return attend_impl<Avx2Ops>(q, kv, kv_head, n_keys, scale, scores, out, n_visible);
+  attend_impl<ScalarOps>(q, kv, kv_head, n_keys, scale, scores, out, n_visible);
 }
 
 }  // namespace tally

@@ -9,10 +9,12 @@
 namespace tally {
 
 // out (head_dim) = softmax(q . K[0..n_keys) * scale) V, reading kv head `kv_head`.
+// Keys at [n_visible, n_keys) are computed and then masked (-inf): the dense
+// "compute all scores, then mask" form, for experiments; n_visible < 0 means n_keys.
 // scores: scratch of at least n_keys floats. PRECONDITION: n_keys <= kv.length.
 void attend(const float* q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys, float scale, float* scores,
-            float* out);
+            float* out, int64_t n_visible = -1);
 void attend_scalar(const float* q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys, float scale,
-                   float* scores, float* out);
+                   float* scores, float* out, int64_t n_visible = -1);
 
 }  // namespace tally

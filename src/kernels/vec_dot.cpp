@@ -1,5 +1,6 @@
 #include "kernels/vec_dot.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -37,11 +38,12 @@ float dot_blocks32(const uint8_t* w, const BlockQ8* x, int64_t n, UnpackFn unpac
 // Any other supported type: dequantize a block to float, dot with d * q.
 float dot_dequantized(DType type, const uint8_t* w, const BlockQ8* x, int64_t n) {
   const auto& tr = traits(type);
+  const uint32_t step = std::max<uint32_t>(tr.block_size, 32);  // plain types: one activation block at a time
   float buf[256];
   float acc = 0;
-  for (int64_t v = 0; v < n; v += tr.block_size) {
-    dequantize_row(type, w + v / tr.block_size * tr.type_size, buf, tr.block_size);
-    for (uint32_t i = 0; i < tr.block_size; i += 32) {
+  for (int64_t v = 0; v < n; v += step) {
+    dequantize_row(type, w + v / tr.block_size * tr.type_size, buf, step);
+    for (uint32_t i = 0; i < step; i += 32) {
       const BlockQ8& xb = x[(v + i) / 32];
       float s = 0;
       for (int k = 0; k < 32; ++k) s += buf[i + k] * xb.q[k];

@@ -78,11 +78,17 @@ void KvCache::begin_write(SeqId seq, int64_t start, int64_t n) {
     alloc_.release(s.blocks.back());
     s.blocks.back() = *fresh;
   }
+  const size_t had = s.blocks.size();
   while (static_cast<int64_t>(s.blocks.size()) < need) {
     const auto id = alloc_.allocate();
-    if (!id)
+    if (!id) {  // give back what this call took: a refused write changes nothing
+      while (s.blocks.size() > had) {
+        alloc_.release(s.blocks.back());
+        s.blocks.pop_back();
+      }
       fail("KV cache out of blocks: {} positions requested, pool of {} blocks x {} positions is in use", start + n,
            alloc_.total_blocks(), bs);
+    }
     s.blocks.push_back(*id);
   }
   s.length = start + n;
@@ -124,6 +130,30 @@ void KvCache::store(int64_t layer, SeqId seq, int64_t pos, const float* k, const
   }
 }
 
+void KvCache::load(int64_t layer, SeqId seq, int64_t pos, float* k, float* v) const {
+  const KvLayerView view_ = view(layer, seq);
+  if (pos < 0 || pos >= view_.length) fail("load at position {} outside [0, {})", pos, view_.length);
+  const int64_t hd = view_.head_dim;
+  for (int64_t h = 0; h < view_.n_kv_head; ++h) {
+    const int64_t bi = pos / view_.block_size, row = pos % view_.block_size;
+    const uint64_t off = static_cast<uint64_t>(row) * view_.pos_stride * storage_.value_bytes();
+    const uint8_t* ks = view_.k_head(bi, h) + off;
+    const uint8_t* vs = view_.v_head(bi, h) + off;
+    for (int64_t i = 0; i < hd; ++i) {
+      if (view_.type == DType::F32) {
+        std::memcpy(&k[h * hd + i], ks + 4 * i, 4);
+        std::memcpy(&v[h * hd + i], vs + 4 * i, 4);
+      } else {
+        uint16_t a, b;
+        std::memcpy(&a, ks + 2 * i, 2);
+        std::memcpy(&b, vs + 2 * i, 2);
+        k[h * hd + i] = f16_to_f32(a);
+        v[h * hd + i] = f16_to_f32(b);
+      }
+    }
+  }
+}
+
 KvLayerView KvCache::view(int64_t layer, SeqId seq) const {
   const Sequence& s = get(seq);
   KvLayerView v;
@@ -135,6 +165,8 @@ KvLayerView KvCache::view(int64_t layer, SeqId seq) const {
   v.block_size = storage_.block_size();
   v.n_kv_head = storage_.shape().n_kv_head;
   v.head_dim = storage_.shape().head_dim;
+  v.head_stride = v.block_size * v.head_dim;
+  v.pos_stride = v.head_dim;
   v.type = storage_.type();
   return v;
 }

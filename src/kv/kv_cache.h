@@ -42,6 +42,8 @@ class KvCache {
   // PRECONDITION: pos < length(seq) (reserved by begin_write).
   void store(int64_t layer, SeqId seq, int64_t pos, const float* k, const float* v);
   KvLayerView view(int64_t layer, SeqId seq) const;
+  // Reads one position's K and V back as f32 (n_kv_head * head_dim each).
+  void load(int64_t layer, SeqId seq, int64_t pos, float* k, float* v) const;
 
   const KvStorage& storage() const { return storage_; }
   const BlockAllocator& allocator() const { return alloc_; }

@@ -1,6 +1,10 @@
 #pragma once
 // What the attention kernel reads for one layer of one sequence: the sequence's
 // block table over the storage pool. Non-owning; valid until the next write.
+// Key j of kv head h in table entry bi starts at
+//   k_layer + blocks[bi] * block_bytes + (h * head_stride + j * pos_stride) * value bytes,
+// which describes both the cache's (head, position, dim) blocks and a plain
+// (position, head, dim) buffer of one chunk (the cache-free encoder pass).
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -16,6 +20,8 @@ struct KvLayerView {
   int64_t block_size = 0;
   int64_t n_kv_head = 0;
   int64_t head_dim = 0;
+  int64_t head_stride = 0;  // values between kv heads
+  int64_t pos_stride = 0;   // values between positions
   DType type = DType::F16;
 
   // Start of the (block_size, head_dim) keys of kv head h in table entry bi.
@@ -26,7 +32,7 @@ struct KvLayerView {
   const uint8_t* at(const uint8_t* base, int64_t bi, int64_t h) const {
     const uint64_t vb = type == DType::F32 ? 4 : 2;
     return base + static_cast<uint64_t>(blocks[bi]) * block_bytes +
-           static_cast<uint64_t>(h) * block_size * head_dim * vb;
+           static_cast<uint64_t>(h) * head_stride * vb;
   }
 };
 

@@ -1,8 +1,12 @@
 #pragma once
 // Cache sizing arithmetic, exact to the byte: 2 (K and V) x layers x kv_heads
 // x head_dim x bytes per number, for any model shape and cache number format.
+// Every product is overflow-checked; impossible requests throw tally::Error.
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/dtype.h"
 
@@ -21,5 +25,53 @@ double kv_bytes_per_value(DType type);
 uint64_t kv_bytes_per_token(const KvShape& s, DType type);
 // "147456 B (144.00 KiB)"
 std::string format_bytes(uint64_t bytes);
+
+// The number formats a cache plan accepts: f32, f16, bf16, q8_0, q4_0
+// (case-insensitive). Throws naming `name` and the accepted list otherwise.
+DType kv_plan_dtype(std::string_view name);
+// "512,4096,32768" -> {512, 4096, 32768}; every entry a positive whole number.
+std::vector<uint64_t> parse_token_list(std::string_view list);
+// "25769803776", "24GiB", "512MiB" -> bytes (binary units KiB/MiB/GiB/TiB).
+// `what` names the flag in errors. Zero is refused.
+uint64_t parse_byte_count(std::string_view text, std::string_view what);
+
+// Bytes of the cache holding `tokens` positions for each of `batch` sequences.
+uint64_t kv_cache_bytes(uint64_t bytes_per_token, uint64_t tokens, uint64_t batch);
+// The context at which the K/V bytes one decode step reads (context x
+// bytes_per_token x batch) reach the weight bytes it reads: the weights divided
+// by bytes_per_token x batch, rounded up. Past it, decoding is dominated by the cache.
+uint64_t kv_crossover_tokens(uint64_t weights_bytes, uint64_t bytes_per_token, uint64_t batch);
+// The longest context whose cache fits beside the weights in `budget`:
+// (budget - weights) / (bytes_per_token x batch), rounded down. Throws when
+// the budget is smaller than the weights alone.
+uint64_t kv_max_tokens(uint64_t budget_bytes, uint64_t weights_bytes, uint64_t bytes_per_token, uint64_t batch);
+
+// One head layout of a model (its own, or the MHA / MQA variant of the same
+// shape) with its sizes. Invariant: context_bytes[i] is for request.contexts[i].
+struct KvLayoutPlan {
+  std::string name;  // "model", "mha" or "mqa"
+  int64_t n_kv_head = 0;
+  uint64_t bytes_per_token = 0;
+  std::vector<uint64_t> context_bytes;
+  std::optional<uint64_t> crossover_tokens;  // when the weights are known
+  std::optional<uint64_t> max_tokens;        // when a budget is given
+};
+
+// What to size. Invariants checked by plan_kv: positive shape, n_head a
+// multiple of shape.n_kv_head, batch >= 1, at least one context.
+struct KvPlanRequest {
+  KvShape shape;  // the model's own layout
+  int64_t n_head = 0;  // query heads: the MHA variant has this many kv heads
+  DType type = DType::F16;
+  uint64_t batch = 1;
+  std::vector<uint64_t> contexts{512, 4096, 32768};
+  std::optional<uint64_t> weights_bytes;
+  std::optional<uint64_t> budget_bytes;  // weights count as 0 when unknown
+};
+
+// "MHA", "MQA" or "GQA" for a layout with n_kv_head kv heads.
+const char* attention_kind(int64_t n_head, int64_t n_kv_head);
+// The model's layout, then the MHA (kv heads = heads) and MQA (kv heads = 1) variants.
+std::vector<KvLayoutPlan> plan_kv(const KvPlanRequest& r);
 
 }  // namespace tally

@@ -1,11 +1,20 @@
 #include "kv/kv_storage.h"
 
+#include <atomic>
 #include <cstring>
 #include <new>
 
 #include "core/error.h"
 
 namespace tally {
+
+namespace {
+std::atomic<uint64_t> g_live_bytes{0};
+}
+
+uint64_t KvStorage::live_bytes() { return g_live_bytes.load(); }
+
+KvStorage::~KvStorage() { g_live_bytes -= bytes(); }
 
 uint64_t KvStorage::planned_bytes(const KvShape& s, int64_t block_size, int64_t n_blocks, DType type) {
   return kv_bytes_per_token(s, type) * static_cast<uint64_t>(block_size) * static_cast<uint64_t>(n_blocks);
@@ -28,6 +37,7 @@ KvStorage::KvStorage(const KvShape& shape, int64_t block_size, int64_t n_blocks,
   k_.reset(new (std::nothrow) uint8_t[half]);
   v_.reset(new (std::nothrow) uint8_t[half]);
   if (!k_ || !v_) fail("cannot allocate the KV cache ({})", format_bytes(planned));
+  g_live_bytes += bytes();
 }
 
 void KvStorage::copy_block(int64_t dst, int64_t src) {

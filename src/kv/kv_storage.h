@@ -34,6 +34,13 @@ class KvStorage {
   uint64_t block_bytes() const { return block_bytes_; }
   uint64_t value_bytes() const { return value_bytes_; }
 
+  // Bytes held by all KvStorage objects alive in the process (lets a test
+  // prove that a cache-free pass allocated no cache).
+  static uint64_t live_bytes();
+  ~KvStorage();
+  KvStorage(const KvStorage&) = delete;
+  KvStorage& operator=(const KvStorage&) = delete;
+
   // Copies one block's K and V in every layer (used to fork a shared block).
   void copy_block(int64_t dst, int64_t src);
 

@@ -39,20 +39,47 @@ void Forward::attention(const KvLayerView& kv, int64_t n, int64_t start) {
   const auto& c = model_.config();
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   const int64_t n_head = c.n_head, group = c.group_size(), hd = c.head_dim;
+  const AttentionMode mode = mode_;
+  // The query at position start+t may see keys [0, start+t]; the lab modes compute the whole chunk.
+  auto keys = [&](int64_t t) { return mode == AttentionMode::Causal ? start + t + 1 : start + n; };
   pool_.parallel_for(n * n_head, [&](int64_t b, int64_t e, int worker) {
     float* scores = scores_.data() + static_cast<size_t>(worker) * n_ctx_;
     for (int64_t i = b; i < e; ++i) {
       const int64_t t = i / n_head, h = i % n_head;
-      // Causal: the query at position start+t sees keys [0, start+t]; unmasked: the whole chunk.
-      const int64_t n_keys = causal_ ? start + t + 1 : start + n;
-      attend(q_.data() + t * c.q_dim() + h * hd, kv, h / group, n_keys, scale, scores,
-             attn_.data() + t * c.q_dim() + h * hd);
+      const int64_t visible = mode == AttentionMode::DenseMasked ? start + t + 1 : -1;
+      attend(q_.data() + t * c.q_dim() + h * hd, kv, h / group, keys(t), scale, scores,
+             attn_.data() + t * c.q_dim() + h * hd, visible);
     }
   });
-  for (int64_t t = 0; t < n; ++t) stats_.attention_scores += static_cast<uint64_t>(n_head) * (causal_ ? start + t + 1 : start + n);
+  for (int64_t t = 0; t < n; ++t) stats_.attention_scores += static_cast<uint64_t>(n_head) * keys(t);
 }
 
-void Forward::eval(KvCache& kv, KvCache::SeqId seq, std::span<const int32_t> tokens, int64_t start, LogitsMode mode) {
+KvLayerView Forward::chunk_view(int64_t n) const {
+  // k_, v_ are (n, kv_heads, head_dim) f32: one "block" holding the whole chunk.
+  static const int32_t kOneBlock[1] = {0};
+  const auto& c = model_.config();
+  KvLayerView v;
+  v.k_layer = reinterpret_cast<const uint8_t*>(k_.data());
+  v.v_layer = reinterpret_cast<const uint8_t*>(v_.data());
+  v.blocks = kOneBlock;
+  v.length = n;
+  v.block_size = n;
+  v.n_kv_head = c.n_head_kv;
+  v.head_dim = c.head_dim;
+  v.head_stride = c.head_dim;
+  v.pos_stride = c.kv_dim();
+  v.type = DType::F32;
+  return v;
+}
+
+void Forward::set_capture_layer(int64_t layer) {
+  const auto& c = model_.config();
+  if (layer < -1 || layer > c.n_layer) fail("layer {} is out of range (0 to {})", layer, c.n_layer);
+  capture_layer_ = layer;
+  capture_.assign(layer >= 0 ? static_cast<size_t>(max_batch_ * c.n_embd) : 0, 0.0f);
+}
+
+void Forward::check_tokens(std::span<const int32_t> tokens, LogitsMode mode) const {
   const auto& c = model_.config();
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n < 1 || n > max_batch_) fail("forward pass takes 1 to {} tokens per call, got {}", max_batch_, n);
@@ -60,13 +87,31 @@ void Forward::eval(KvCache& kv, KvCache::SeqId seq, std::span<const int32_t> tok
     fail("this forward pass was set up for last-token logits only");
   for (int32_t tok : tokens)  // check before touching the cache: nothing half-written
     if (tok < 0 || tok >= c.n_vocab) fail("token id {} is outside the vocabulary [0, {})", tok, c.n_vocab);
-  kv.begin_write(seq, start, n);  // refuses a start that is not the sequence's length
+}
 
+void Forward::eval(KvCache& kv, KvCache::SeqId seq, std::span<const int32_t> tokens, int64_t start, LogitsMode mode) {
+  check_tokens(tokens, mode);
+  kv.begin_write(seq, start, static_cast<int64_t>(tokens.size()));  // refuses a start that is not the length
+  run(tokens, start, mode, &kv, seq);
+}
+
+void Forward::encode(std::span<const int32_t> tokens, LogitsMode mode) {
+  check_tokens(tokens, mode);
+  if (static_cast<int64_t>(tokens.size()) > n_ctx_)
+    fail("{} tokens exceed the context of {}", tokens.size(), n_ctx_);
+  run(tokens, 0, mode, nullptr, -1);
+}
+
+void Forward::run(std::span<const int32_t> tokens, int64_t start, LogitsMode mode, KvCache* kv,
+                  KvCache::SeqId seq) {
+  const auto& c = model_.config();
+  const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, half = c.rope_dims / 2;
   for (int64_t t = 0; t < n; ++t) {
     model_.embed(tokens[t], x_.data() + t * E);
     rope_angles(start + t, c.rope_dims, c.rope_base, rope_cos_.data() + t * half, rope_sin_.data() + t * half);
   }
+  if (capture_layer_ == 0) std::copy(x_.begin(), x_.begin() + n * E, capture_.begin());
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = model_.layer(l);
@@ -81,9 +126,9 @@ void Forward::eval(KvCache& kv, KvCache::SeqId seq, std::span<const int32_t> tok
       const float* sn = rope_sin_.data() + t * half;
       rope_apply(q_.data() + t * Q, c.n_head, c.head_dim, c.rope_dims, cs, sn, c.arch->rope_pairing);
       rope_apply(k_.data() + t * KV, c.n_head_kv, c.head_dim, c.rope_dims, cs, sn, c.arch->rope_pairing);
-      kv.store(l, seq, start + t, k_.data() + t * KV, v_.data() + t * KV);
+      if (kv) kv->store(l, seq, start + t, k_.data() + t * KV, v_.data() + t * KV);
     }
-    attention(kv.view(l, seq), n, start);
+    attention(kv ? kv->view(l, seq) : chunk_view(n), n, start);
     quantize_rows(attn_.data(), n, Q);
     matmul(L.wo, xq_.data(), n, proj_.data(), pool_);
     add_inplace(x_.data(), proj_.data(), n * E);
@@ -97,6 +142,7 @@ void Forward::eval(KvCache& kv, KvCache::SeqId seq, std::span<const int32_t> tok
     quantize_rows(gate_.data(), n, F);
     matmul(L.ffn_down, xq_.data(), n, proj_.data(), pool_);
     add_inplace(x_.data(), proj_.data(), n * E);
+    if (capture_layer_ == l + 1) std::copy(x_.begin(), x_.begin() + n * E, capture_.begin());
   }
 
   for (int64_t t = 0; t < n; ++t) rms_norm(x_.data() + t * E, model_.output_norm().data(), xn_.data() + t * E, E, c.rms_eps);

@@ -18,6 +18,12 @@ namespace tally {
 
 enum class LogitsMode { None, Last, All };
 
+// How queries see keys. Causal is the model; the other two exist for the lab:
+// DenseMasked computes every score of the chunk and masks afterwards (the
+// textbook count), Unmasked lets queries see later keys (an encoder: wrong for
+// a decoder, and it breaks what the cache relies on).
+enum class AttentionMode { Causal, DenseMasked, Unmasked };
+
 struct ForwardStats {
   uint64_t tokens = 0;            // positions computed
   uint64_t attention_scores = 0;  // (query, key) scores computed, summed over heads and layers
@@ -31,6 +37,9 @@ class Forward {
   // PRECONDITIONS: 1 <= tokens.size() <= max_batch(); kv.length(seq) == start
   // (else the cache refuses: broken continuity).
   void eval(KvCache& kv, KvCache::SeqId seq, std::span<const int32_t> tokens, int64_t start, LogitsMode mode);
+  // One pass over tokens at positions [0, n) with no KV cache at all (the
+  // text-encoder use): keys and values live in the chunk's own buffers.
+  void encode(std::span<const int32_t> tokens, LogitsMode mode);
 
   // (rows, n_vocab): rows = 1 after Last, n after All.
   const float* logits() const { return logits_.data(); }
@@ -39,19 +48,28 @@ class Forward {
   int64_t max_batch() const { return max_batch_; }
   const Model& model() const { return model_; }
 
-  // Experiment switch for the causal-mask lab: queries also see later keys of the chunk.
-  void set_causal(bool causal) { causal_ = causal; }
+  void set_attention_mode(AttentionMode m) { mode_ = m; }
+  void set_causal(bool causal) { mode_ = causal ? AttentionMode::Causal : AttentionMode::Unmasked; }
+  // Keep a copy of the residual stream after block `layer` (0: the embeddings,
+  // n_layer: the last block, before the final norm); -1 turns capture off.
+  void set_capture_layer(int64_t layer);
+  const float* captured() const { return capture_.data(); }  // (n, n_embd)
   const ForwardStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }
 
  private:
   void quantize_rows(const float* x, int64_t n, int64_t dim);
   void attention(const KvLayerView& kv, int64_t n, int64_t start);
+  void run(std::span<const int32_t> tokens, int64_t start, LogitsMode mode, KvCache* kv, KvCache::SeqId seq);
+  KvLayerView chunk_view(int64_t n) const;
+  void check_tokens(std::span<const int32_t> tokens, LogitsMode mode) const;
 
   const Model& model_;
   ThreadPool& pool_;
   int64_t max_batch_, n_ctx_;
-  bool causal_ = true;
+  AttentionMode mode_ = AttentionMode::Causal;
+  int64_t capture_layer_ = -1;
+  std::vector<float> capture_;  // (n, n_embd) when capturing
   ForwardStats stats_;
 
   // Activations, row-major per token:

@@ -47,6 +47,8 @@ std::span<const float> Session::append(std::span<const int32_t> tokens, const Lo
   if (length() + static_cast<int64_t>(tokens.size()) > n_ctx())
     fail("{} tokens do not fit: the context holds {} and {} are in use", tokens.size(), n_ctx(), length());
   const int64_t n_vocab = model_.config().n_vocab;
+  for (int32_t t : tokens)  // all chunks or none: an early chunk must not be kept when a later one is bad
+    if (t < 0 || t >= n_vocab) fail("token id {} is outside the vocabulary [0, {})", t, n_vocab);
   const int64_t B = forward_.max_batch();
   for (size_t i = 0; i < tokens.size(); i += B) {
     const auto chunk = tokens.subspan(i, std::min<size_t>(B, tokens.size() - i));

@@ -32,9 +32,11 @@ struct Meta {
 namespace detail {
 template <typename T>
 void put(std::vector<uint8_t>& out, T v) {
+  // Byte by byte: g++ 12 -O2 warns falsely (-Wstringop-overflow,
+  // -Warray-bounds) on insert() or memcpy of a small array into a fresh vector.
   uint8_t b[sizeof(T)];
   std::memcpy(b, &v, sizeof(T));  // the host is little-endian, like GGUF
-  out.insert(out.end(), b, b + sizeof(T));
+  for (uint8_t byte : b) out.push_back(byte);
 }
 inline void put_str(std::vector<uint8_t>& out, std::string_view s) {
   put<uint64_t>(out, s.size());

@@ -1,0 +1,293 @@
+#include "kv/model_shape.h"
+
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/checked_math.h"
+#include "core/error.h"
+#include "io/gguf.h"
+
+namespace tally {
+namespace {
+
+// Any real model is far below this; larger values are a typo or a corrupt
+// file, and refusing them keeps every later product inside 64 bits.
+constexpr int64_t kMaxDim = int64_t{1} << 31;
+
+uint64_t mul(uint64_t a, uint64_t b) {
+  auto r = checked_mul(a, b);
+  if (!r) fail("parameter count overflows 64 bits");
+  return *r;
+}
+
+uint64_t add(uint64_t a, uint64_t b) {
+  auto r = checked_add(a, b);
+  if (!r) fail("parameter count overflows 64 bits");
+  return *r;
+}
+
+void check_divisible(const std::string& where, int64_t heads, int64_t kv_heads) {
+  if (heads % kv_heads != 0)
+    fail("{}: {} query heads are not divisible into {} kv heads (each kv head serves a whole group of query heads)",
+         where, heads, kv_heads);
+}
+
+using nlohmann::json;
+
+// Fields of one config section (the top level, or its text_config) with
+// errors that name the file and the field's full path.
+class ConfigSection {
+ public:
+  ConfigSection(const json& top, const std::string& source) : top_(top), source_(source) {
+    if (!top.is_object()) fail("{}: a config must be a JSON object", source);
+    sec_ = &top;
+    if (auto it = top.find("text_config"); it != top.end() && !it->is_null()) {
+      if (!it->is_object()) fail("{}: 'text_config' must be an object", source);
+      sec_ = &*it;
+      prefix_ = "text_config.";
+    }
+  }
+
+  bool nested() const { return sec_ != &top_; }
+
+  std::optional<int64_t> get_int(const char* key) const {
+    const json* v = find(*sec_, key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_number_integer())
+      fail("{}: '{}{}' must be a whole number, not {}", source_, prefix_, key, v->dump());
+    if (v->is_number_unsigned() ? v->get<uint64_t>() > static_cast<uint64_t>(kMaxDim) : v->get<int64_t>() > kMaxDim)
+      fail("{}: '{}{}' = {} is too large", source_, prefix_, key, v->dump());
+    const int64_t x = v->get<int64_t>();
+    if (x <= 0) fail("{}: '{}{}' is {}; it must be positive", source_, prefix_, key, x);
+    return x;
+  }
+
+  int64_t require_int(const char* key, const char* needed_for) const {
+    if (auto v = get_int(key)) return *v;
+    fail("{}: missing '{}{}' (needed for {})", source_, prefix_, key, needed_for);
+  }
+
+  // The section's value, else the top level's (dtype and tying often live there).
+  const json* find_either(const char* key) const {
+    if (const json* v = find(*sec_, key)) return v;
+    return find(top_, key);
+  }
+
+  std::optional<std::string> get_string_either(const char* key) const {
+    const json* v = find_either(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_string()) fail("{}: '{}' must be a string, not {}", source_, key, v->dump());
+    return v->get<std::string>();
+  }
+
+  std::optional<bool> get_bool_either(const char* key) const {
+    const json* v = find_either(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_boolean()) fail("{}: '{}' must be true or false, not {}", source_, key, v->dump());
+    return v->get<bool>();
+  }
+
+  // The weights' dtype name: torch_dtype or dtype, in the section first.
+  std::optional<std::string> weights_dtype() const {
+    for (const json* j : {sec_, &top_})
+      for (const char* key : {"torch_dtype", "dtype"})
+        if (const json* v = find(*j, key)) {
+          if (!v->is_string()) fail("{}: '{}' must be a string, not {}", source_, key, v->dump());
+          return v->get<std::string>();
+        }
+    return std::nullopt;
+  }
+
+  const std::string& prefix() const { return prefix_; }
+
+ private:
+  static const json* find(const json& j, const char* key) {
+    auto it = j.find(key);
+    return it == j.end() || it->is_null() ? nullptr : &*it;
+  }
+
+  const json& top_;
+  const json* sec_ = nullptr;
+  std::string source_;
+  std::string prefix_;
+};
+
+}  // namespace
+
+uint64_t dense_decoder_parameters(const DenseDecoderDims& d) {
+  for (int64_t v : {d.n_vocab, d.n_embd, d.n_ff, d.n_layer, d.n_head, d.n_kv_head, d.head_dim})
+    if (v <= 0 || v > kMaxDim)
+      fail("decoder sizes must be positive (vocab {}, hidden {}, ffn {}, layers {}, heads {}, kv heads {}, head_dim {})",
+           d.n_vocab, d.n_embd, d.n_ff, d.n_layer, d.n_head, d.n_kv_head, d.head_dim);
+  const uint64_t e = d.n_embd, q = mul(d.n_head, d.head_dim), kv = mul(d.n_kv_head, d.head_dim);
+  const uint64_t embeddings = mul(d.n_vocab, e);
+  uint64_t layer = add(mul(e, q), mul(q, e));   // wq (embd -> q), wo (q -> embd)
+  layer = add(layer, mul(2, mul(e, kv)));        // wk, wv (embd -> kv)
+  layer = add(layer, mul(3, mul(e, d.n_ff)));    // gate, up, down
+  layer = add(layer, mul(2, e));                 // attention and ffn norms
+  if (d.qk_norm) layer = add(layer, mul(2, d.head_dim));
+  if (d.qkv_bias) layer = add(layer, add(q, mul(2, kv)));
+  uint64_t total = add(embeddings, add(mul(d.n_layer, layer), e));  // + final norm
+  if (!d.tied_embeddings) total = add(total, embeddings);           // separate output matrix
+  return total;
+}
+
+uint64_t hf_dtype_bytes(std::string_view name) {
+  if (name.starts_with("torch.")) name.remove_prefix(6);
+  if (name == "bfloat16" || name == "float16" || name == "half" || name == "bf16" || name == "fp16" ||
+      name == "f16")
+    return 2;
+  if (name == "float32" || name == "float" || name == "fp32" || name == "f32") return 4;
+  if (name == "float64" || name == "double") return 8;
+  if (name == "int8" || name == "uint8" || name == "float8_e4m3fn" || name == "float8_e5m2") return 1;
+  return 0;
+}
+
+ModelShape shape_from_flags(int64_t layers, int64_t heads, int64_t kv_heads, int64_t head_dim) {
+  const std::pair<const char*, int64_t> flags[] = {
+      {"--layers", layers}, {"--heads", heads}, {"--kv-heads", kv_heads}, {"--head-dim", head_dim}};
+  for (const auto& [flag, v] : flags) {
+    if (v <= 0) fail("{} must be positive (got {})", flag, v);
+    if (v > kMaxDim) fail("{} {} is too large", flag, v);
+  }
+  if (heads % kv_heads != 0)
+    fail("--heads {} is not divisible by --kv-heads {} (each kv head serves a whole group of query heads)", heads,
+         kv_heads);
+  ModelShape s;
+  s.source = "flags";
+  s.n_layer = layers;
+  s.n_head = heads;
+  s.n_kv_head = kv_heads;
+  s.head_dim = head_dim;
+  return s;
+}
+
+ModelShape shape_from_gguf(const std::string& path) {
+  GgufFile f(path);
+  return shape_from_gguf(f);
+}
+
+ModelShape shape_from_gguf(const GgufFile& f) {
+  const std::string& path = f.path();
+  ModelShape s;
+  s.source = path;
+  s.kind = f.get_string("general.architecture");
+  auto key = [&](const char* k) { return s.kind + "." + k; };
+  auto positive = [&](const std::string& k, uint64_t v) -> int64_t {
+    if (v == 0 || v > static_cast<uint64_t>(kMaxDim))
+      fail("{}: metadata '{}' = {} is out of range (must be positive)", path, k, v);
+    return static_cast<int64_t>(v);
+  };
+  s.n_layer = positive(key("block_count"), f.get_u64(key("block_count")));
+  s.n_head = positive(key("attention.head_count"), f.get_u64(key("attention.head_count")));
+  s.n_kv_head = positive(key("attention.head_count_kv"), f.get_u64(key("attention.head_count_kv"), s.n_head));
+  check_divisible(path, s.n_head, s.n_kv_head);
+  if (f.has(key("attention.key_length"))) {
+    s.head_dim = positive(key("attention.key_length"), f.get_u64(key("attention.key_length")));
+  } else {
+    const int64_t embd = positive(key("embedding_length"), f.get_u64(key("embedding_length")));
+    if (embd % s.n_head != 0)
+      fail("{}: embedding_length {} is not divisible by {} heads and no attention.key_length is given", path, embd,
+           s.n_head);
+    s.head_dim = embd / s.n_head;
+  }
+  if (f.has(key("attention.value_length")) &&
+      f.get_u64(key("attention.value_length")) != static_cast<uint64_t>(s.head_dim))
+    fail("{}: attention.value_length {} differs from key_length {}; such caches are not sized here", path,
+         f.get_u64(key("attention.value_length")), s.head_dim);
+  if (!f.tensors().empty()) {
+    uint64_t elements = 0;
+    for (const auto& t : f.tensors()) elements = add(elements, t.n_elements);
+    s.parameters = elements;
+    s.weights_bytes = f.total_tensor_bytes();
+  }
+  return s;
+}
+
+ModelShape shape_from_hf_config_text(const std::string& text, const std::string& source, bool want_weights) {
+  json top;
+  try {
+    top = json::parse(text);
+  } catch (const json::exception& e) {
+    fail("{}: not valid JSON: {}", source, e.what());
+  }
+  const ConfigSection c(top, source);
+  ModelShape s;
+  s.source = source;
+  s.text_config = c.nested();
+  s.kind = c.get_string_either("model_type").value_or("");
+  s.n_layer = c.require_int("num_hidden_layers", "the cache size");
+  s.n_head = c.require_int("num_attention_heads", "the cache size");
+  s.n_kv_head = c.get_int("num_key_value_heads").value_or(s.n_head);
+  if (s.n_head % s.n_kv_head != 0)
+    fail("{}: '{}num_attention_heads' {} is not divisible by '{}num_key_value_heads' {}", source, c.prefix(),
+         s.n_head, c.prefix(), s.n_kv_head);
+  const auto hidden = c.get_int("hidden_size");
+  if (auto hd = c.get_int("head_dim")) {
+    s.head_dim = *hd;
+  } else {
+    if (!hidden) fail("{}: missing '{}head_dim' and '{}hidden_size' (one is needed for the cache size)", source,
+                      c.prefix(), c.prefix());
+    if (*hidden % s.n_head != 0)
+      fail("{}: '{}hidden_size' {} is not divisible by {} heads and no head_dim is given", source, c.prefix(),
+           *hidden, s.n_head);
+    s.head_dim = *hidden / s.n_head;
+  }
+  if (!want_weights) return s;
+
+  for (const char* moe : {"num_experts", "num_local_experts", "n_routed_experts"})
+    if (c.get_int(moe))
+      fail("{}: '{}{}' makes this a mixture-of-experts model, whose weights are not counted here; give "
+           "--weights-bytes",
+           source, c.prefix(), moe);
+  DenseDecoderDims d;
+  d.n_embd = c.require_int("hidden_size", "the parameter count; or give --weights-bytes");
+  d.n_ff = c.require_int("intermediate_size", "the parameter count; or give --weights-bytes");
+  d.n_vocab = c.require_int("vocab_size", "the parameter count; or give --weights-bytes");
+  d.n_layer = s.n_layer;
+  d.n_head = s.n_head;
+  d.n_kv_head = s.n_kv_head;
+  d.head_dim = s.head_dim;
+  // LlamaConfig, Qwen2Config and Qwen3Config all default to untied embeddings.
+  d.tied_embeddings = c.get_bool_either("tie_word_embeddings").value_or(false);
+  d.qk_norm = s.kind.starts_with("qwen3");
+  d.qkv_bias = c.get_bool_either("attention_bias").value_or(false) || s.kind.starts_with("qwen2");
+  s.parameters = dense_decoder_parameters(d);
+
+  const auto dtype = c.weights_dtype();
+  if (!dtype) fail("{}: missing 'torch_dtype' or 'dtype' (needed for the weight bytes; or give --weights-bytes)", source);
+  const uint64_t bytes = hf_dtype_bytes(*dtype);
+  if (bytes == 0) fail("{}: unknown weight dtype '{}' (give --weights-bytes)", source, *dtype);
+  s.weights_dtype = *dtype;
+  s.weights_bytes = mul(*s.parameters, bytes);
+  return s;
+}
+
+ModelShape shape_from_hf_config(const std::string& path, bool want_weights) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open the config file", path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) fail("{}: read error", path);
+  return shape_from_hf_config_text(ss.str(), path, want_weights);
+}
+
+ModelShape read_model_shape(const ShapeSource& src) {
+  const bool any_flag = src.layers || src.heads || src.kv_heads || src.head_dim;
+  if (!src.gguf.empty() && !src.config.empty()) fail("give either -m GGUF or --config config.json, not both");
+  if (any_flag && (!src.gguf.empty() || !src.config.empty()))
+    fail("give the shape either from a file (-m or --config) or with --layers/--heads/--kv-heads/--head-dim, not both");
+  if (!src.gguf.empty()) return shape_from_gguf(src.gguf);
+  if (!src.config.empty()) return shape_from_hf_config(src.config, src.want_weights);
+  if (!any_flag)
+    fail("no model shape given: use -m GGUF, --config config.json, or --layers L --heads H --kv-heads KV --head-dim D");
+  const std::pair<const char*, std::optional<int64_t>> flags[] = {
+      {"--layers", src.layers}, {"--heads", src.heads}, {"--kv-heads", src.kv_heads}, {"--head-dim", src.head_dim}};
+  for (const auto& [flag, v] : flags)
+    if (!v) fail("an explicit shape needs --layers, --heads, --kv-heads and --head-dim; {} is missing", flag);
+  return shape_from_flags(*src.layers, *src.heads, *src.kv_heads, *src.head_dim);
+}
+
+}  // namespace tally
