@@ -108,7 +108,11 @@ uint64_t parse_byte_count(std::string_view text, std::string_view what) {
 }
 
 uint64_t kv_cache_bytes(uint64_t bytes_per_token, uint64_t tokens, uint64_t batch) {
-  return mul_or_fail(mul_or_fail(bytes_per_token, tokens, "cache bytes"), batch, "cache bytes");
+  auto per_seq = checked_mul(bytes_per_token, tokens);
+  auto all = per_seq ? checked_mul(*per_seq, batch) : std::nullopt;
+  if (!all)
+    fail("a cache of {} tokens x {} bytes per token x batch {} overflows 64 bits", tokens, bytes_per_token, batch);
+  return *all;
 }
 
 uint64_t kv_crossover_tokens(uint64_t weights_bytes, uint64_t bytes_per_token, uint64_t batch) {

@@ -1,5 +1,6 @@
 #include "kv/model_shape.h"
 
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -266,6 +267,8 @@ ModelShape shape_from_hf_config_text(const std::string& text, const std::string&
 }
 
 ModelShape shape_from_hf_config(const std::string& path, bool want_weights) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail("{}: is a directory, not a config file", path);
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot open the config file", path);
   std::ostringstream ss;

@@ -1,10 +1,201 @@
-// tally kv-plan: sizes the KV cache of a model shape (stub until the planner lands).
+// tally kv-plan: sizes the KV cache of a model shape (from a GGUF, a Hugging
+// Face config.json or explicit flags) for its own head layout and the MHA and
+// MQA variants of the same model, beside the weights: totals per context, the
+// context where decoding reads more cache than weights, and what fits a budget.
+#include <fmt/format.h>
+
+#include <cctype>
+#include <memory>
+#include <nlohmann/json.hpp>
+
 #include "commands.h"
+#include "core/error.h"
+#include "kv/kv_plan.h"
+#include "kv/model_shape.h"
 
 namespace tally::cli {
+namespace {
+
+struct Opts {
+  std::string model, config;
+  int64_t layers = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  std::string dtype = "f16";
+  std::string tokens = "512,4096,32768";
+  int64_t batch = 1;
+  std::string budget, weights_bytes;
+  bool json = false;
+};
+
+struct Flags {
+  CLI::Option *layers, *heads, *kv_heads, *head_dim, *budget, *weights_bytes;
+};
+
+std::string layout_title(const ModelShape& s, const KvLayoutPlan& p) {
+  const std::string heads = fmt::format("{} kv head{}", p.n_kv_head, p.n_kv_head == 1 ? "" : "s");
+  if (p.name == "model") return fmt::format("model: {}, {}", attention_kind(s.n_head, p.n_kv_head), heads);
+  return fmt::format("as {}: {}", p.name == "mha" ? "MHA" : "MQA", heads);
+}
+
+// "bf16", as the --dtype flag spells it.
+std::string flag_name(DType t) {
+  std::string n(dtype_name(t));
+  for (char& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return n;
+}
+
+std::string tokens_cell(const std::optional<uint64_t>& t) {
+  return t ? fmt::format("{} tokens", *t) : std::string("n/a");
+}
+
+void print_text(const ModelShape& s, const KvPlanRequest& r, const std::vector<KvLayoutPlan>& plans,
+                const std::string& weights_from) {
+  std::string origin;
+  if (s.text_config) origin = "text_config";
+  if (!s.kind.empty()) origin += (origin.empty() ? "" : ", ") + s.kind;
+  fmt::print("source:   {}{}\n", s.source, origin.empty() ? "" : fmt::format(" ({})", origin));
+  fmt::print("shape:    {} layers, {} query heads, {} kv heads ({}, {} query heads per kv head), head_dim {}\n",
+             s.n_layer, s.n_head, s.n_kv_head, attention_kind(s.n_head, s.n_kv_head), s.n_head / s.n_kv_head,
+             s.head_dim);
+  fmt::print("cache:    {} ({:g} bytes per number), batch {}{}\n", flag_name(r.type), kv_bytes_per_value(r.type),
+             r.batch, r.batch > 1 ? fmt::format(" (totals cover all {} sequences)", r.batch) : "");
+  if (!r.weights_bytes) {
+    fmt::print("weights:  unknown (give --weights-bytes, -m GGUF or --config)\n");
+  } else if (weights_from == "config") {
+    fmt::print("weights:  {}: {} parameters x {} bytes ({}, counted from the config)\n",
+               format_bytes(*r.weights_bytes), *s.parameters, hf_dtype_bytes(s.weights_dtype), s.weights_dtype);
+  } else if (weights_from == "gguf") {
+    fmt::print("weights:  {}: {} parameters (the GGUF's tensors)\n", format_bytes(*r.weights_bytes), *s.parameters);
+  } else {
+    fmt::print("weights:  {} (--weights-bytes)\n", format_bytes(*r.weights_bytes));
+  }
+  if (r.budget_bytes)
+    fmt::print("budget:   {}{}\n", format_bytes(*r.budget_bytes),
+               r.weights_bytes ? "" : " (weights unknown: the whole budget goes to the cache)");
+
+  // Rows are quantities, columns the three head layouts.
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> header{""};
+  for (const auto& p : plans) header.push_back(layout_title(s, p));
+  rows.push_back(header);
+  std::vector<std::string> row{"per token"};
+  for (const auto& p : plans) row.push_back(format_bytes(p.bytes_per_token));
+  rows.push_back(row);
+  for (size_t i = 0; i < r.contexts.size(); ++i) {
+    row = {fmt::format("{} tokens", r.contexts[i])};
+    for (const auto& p : plans) row.push_back(format_bytes(p.context_bytes[i]));
+    rows.push_back(row);
+  }
+  row = {"crossover"};
+  for (const auto& p : plans) row.push_back(tokens_cell(p.crossover_tokens));
+  rows.push_back(row);
+  if (r.budget_bytes) {
+    row = {"fits budget"};
+    for (const auto& p : plans) row.push_back(tokens_cell(p.max_tokens));
+    rows.push_back(row);
+  }
+  std::vector<size_t> width(header.size(), 0);
+  for (const auto& rw : rows)
+    for (size_t c = 0; c < rw.size(); ++c) width[c] = std::max(width[c], rw[c].size());
+  fmt::print("\n");
+  for (const auto& rw : rows) {
+    std::string line;
+    for (size_t c = 0; c < rw.size(); ++c) line += fmt::format("{:<{}}", rw[c], width[c] + (c + 1 < rw.size() ? 3 : 0));
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    fmt::print("{}\n", line);
+  }
+  fmt::print("\ncrossover: the context at which one decode step reads as many cache bytes as weight bytes\n");
+  if (r.budget_bytes) fmt::print("fits budget: the longest context whose cache fits beside the weights\n");
+}
+
+void print_json(const ModelShape& s, const KvPlanRequest& r, const std::vector<KvLayoutPlan>& plans,
+                const std::string& weights_from) {
+  auto opt = [](const std::optional<uint64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  nlohmann::json layouts = nlohmann::json::array();
+  for (const auto& p : plans) {
+    nlohmann::json totals = nlohmann::json::array();
+    for (size_t i = 0; i < r.contexts.size(); ++i)
+      totals.push_back({{"tokens", r.contexts[i]}, {"bytes", p.context_bytes[i]}});
+    layouts.push_back({{"layout", p.name},
+                       {"attention", attention_kind(s.n_head, p.n_kv_head)},
+                       {"kv_heads", p.n_kv_head},
+                       {"bytes_per_token", p.bytes_per_token},
+                       {"totals", totals},
+                       {"crossover_tokens", opt(p.crossover_tokens)},
+                       {"max_tokens", opt(p.max_tokens)}});
+  }
+  nlohmann::json j{{"source", s.source},
+                   {"model_type", s.kind},
+                   {"text_config", s.text_config},
+                   {"layers", s.n_layer},
+                   {"heads", s.n_head},
+                   {"kv_heads", s.n_kv_head},
+                   {"head_dim", s.head_dim},
+                   {"dtype", flag_name(r.type)},
+                   {"bytes_per_value", kv_bytes_per_value(r.type)},
+                   {"batch", r.batch},
+                   {"parameters", opt(weights_from == "flag" ? std::nullopt : s.parameters)},
+                   {"weights_bytes", opt(r.weights_bytes)},
+                   {"weights_from", weights_from.empty() ? nlohmann::json(nullptr) : nlohmann::json(weights_from)},
+                   {"budget_bytes", opt(r.budget_bytes)},
+                   {"layouts", layouts}};
+  fmt::print("{}\n", j.dump(2));
+}
+
+}  // namespace
 
 void add_kv_plan(CLI::App& app) {
-  app.add_subcommand("kv-plan", "size the KV cache of a model shape");
+  auto o = std::make_shared<Opts>();
+  auto f = std::make_shared<Flags>();
+  auto* cmd = app.add_subcommand(
+      "kv-plan", "Size the KV cache of a model shape, its MHA and MQA variants, against the weights and a budget");
+  cmd->add_option("-m,--model", o->model, "GGUF file to read the shape and weight bytes from");
+  cmd->add_option("--config", o->config, "Hugging Face config.json (its text_config when present)");
+  f->layers = cmd->add_option("--layers", o->layers, "Explicit shape: decoder blocks");
+  f->heads = cmd->add_option("--heads", o->heads, "Explicit shape: query heads");
+  f->kv_heads = cmd->add_option("--kv-heads", o->kv_heads, "Explicit shape: key/value heads");
+  f->head_dim = cmd->add_option("--head-dim", o->head_dim, "Explicit shape: numbers per head");
+  cmd->add_option("--dtype", o->dtype, "Cache number format: f32, f16, bf16, q8_0, q4_0")->capture_default_str();
+  cmd->add_option("--tokens", o->tokens, "Context lengths to size, comma-separated")->capture_default_str();
+  cmd->add_option("--batch", o->batch, "Sequences held at once (multiplies the cache)")->capture_default_str();
+  f->budget = cmd->add_option("--budget", o->budget, "Memory for weights + cache: BYTES, or with KiB/MiB/GiB/TiB");
+  f->weights_bytes = cmd->add_option("--weights-bytes", o->weights_bytes, "Weight bytes (overrides the source's)");
+  cmd->add_flag("--json", o->json, "Print one JSON object");
+  cmd->callback([o, f] {
+    // Validate the cheap flags before reading any file.
+    KvPlanRequest r;
+    r.type = kv_plan_dtype(o->dtype);
+    r.contexts = parse_token_list(o->tokens);
+    if (o->batch < 1) fail("--batch must be at least 1 (got {})", o->batch);
+    r.batch = static_cast<uint64_t>(o->batch);
+    if (f->budget->count()) r.budget_bytes = parse_byte_count(o->budget, "--budget");
+    std::optional<uint64_t> weights_flag;
+    if (f->weights_bytes->count()) weights_flag = parse_byte_count(o->weights_bytes, "--weights-bytes");
+
+    ShapeSource src;
+    src.gguf = o->model;
+    src.config = o->config;
+    if (f->layers->count()) src.layers = o->layers;
+    if (f->heads->count()) src.heads = o->heads;
+    if (f->kv_heads->count()) src.kv_heads = o->kv_heads;
+    if (f->head_dim->count()) src.head_dim = o->head_dim;
+    src.want_weights = !weights_flag;
+    const ModelShape s = read_model_shape(src);
+    std::string weights_from;
+    if (weights_flag) {
+      r.weights_bytes = weights_flag;
+      weights_from = "flag";
+    } else if (s.weights_bytes) {
+      r.weights_bytes = s.weights_bytes;
+      weights_from = o->model.empty() ? "config" : "gguf";
+    }
+    r.shape = s.kv();
+    r.n_head = s.n_head;
+    const auto plans = plan_kv(r);
+    if (o->json)
+      print_json(s, r, plans, weights_from);
+    else
+      print_text(s, r, plans, weights_from);
+  });
 }
 
 }  // namespace tally::cli

@@ -1,0 +1,432 @@
+// Cache sizing: the worked example of Qwen3-VL-4B (GQA, and its MHA and MQA
+// variants), SmolLM2-135M from its config and from its GGUF, block formats,
+// the crossover and budget arithmetic, parameter counts from HF configs, and
+// every kind of bad input naming what was wrong.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <initializer_list>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "core/error.h"
+#include "io/gguf.h"
+#include "kv/kv_plan.h"
+#include "kv/model_shape.h"
+#include "test_model_path.h"
+
+namespace tally {
+namespace {
+
+// Runs fn, expects a tally::Error whose message contains every one of `parts`.
+void expect_error(const std::function<void()>& fn, std::initializer_list<std::string> parts) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+    return;
+  }
+  ADD_FAILURE() << "no tally::Error thrown";
+}
+
+// A GGUF v3 image holding only metadata (u32 and string values): enough for a
+// shape, with neither tensors nor vocabulary.
+using MetaValue = std::variant<uint32_t, std::string>;
+std::string gguf_image(const std::vector<std::pair<std::string, MetaValue>>& kvs) {
+  std::string out;
+  auto put = [&](auto v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); };  // little-endian host
+  auto put_str = [&](const std::string& s) {
+    put(uint64_t{s.size()});
+    out += s;
+  };
+  put(uint32_t{0x46554747});  // "GGUF"
+  put(uint32_t{3});
+  put(uint64_t{0});  // tensors
+  put(uint64_t{kvs.size()});
+  for (const auto& [key, v] : kvs) {
+    put_str(key);
+    if (const auto* u = std::get_if<uint32_t>(&v)) {
+      put(uint32_t{4});  // u32
+      put(*u);
+    } else {
+      put(uint32_t{8});  // string
+      put_str(std::get<std::string>(v));
+    }
+  }
+  out.resize((out.size() + 31) / 32 * 32, '\0');  // the (empty) data section starts aligned
+  return out;
+}
+
+GgufFile open_image(const std::string& image, const std::string& name) {
+  return GgufFile(reinterpret_cast<const uint8_t*>(image.data()), image.size(), name);
+}
+
+std::string config_path(const char* name) { return std::string(TALLY_FIXTURES_DIR) + "/configs/" + name; }
+
+constexpr uint64_t kKiB = 1024, kMiB = kKiB * 1024, kGiB = kMiB * 1024;
+// Qwen3-VL-4B's language model: 4,022,468,096 parameters in bf16.
+constexpr uint64_t kQwenVlParams = 4022468096ull;
+constexpr uint64_t kQwenVlWeights = kQwenVlParams * 2;
+
+TEST(KvPlanWorkedExample, Qwen3VlFromExplicitShape) {
+  const ModelShape s = shape_from_flags(36, 32, 8, 128);
+  EXPECT_EQ(s.source, "flags");
+  EXPECT_FALSE(s.weights_bytes.has_value());
+  KvPlanRequest r;
+  r.shape = s.kv();
+  r.n_head = s.n_head;
+  r.type = kv_plan_dtype("bf16");
+  r.contexts = {512, 32768};
+  const auto plans = plan_kv(r);
+  ASSERT_EQ(plans.size(), 3u);
+  EXPECT_EQ(plans[0].name, "model");
+  EXPECT_EQ(plans[0].n_kv_head, 8);
+  EXPECT_EQ(plans[0].bytes_per_token, 147456u);
+  EXPECT_EQ(plans[0].bytes_per_token, 144 * kKiB);
+  EXPECT_EQ(plans[0].context_bytes[0], 72 * kMiB);
+  EXPECT_EQ(plans[0].context_bytes[1], 4 * kGiB + kGiB / 2);  // 4.5 GiB
+  EXPECT_EQ(plans[1].name, "mha");
+  EXPECT_EQ(plans[1].n_kv_head, 32);
+  EXPECT_EQ(plans[1].bytes_per_token, 576 * kKiB);
+  EXPECT_EQ(plans[1].context_bytes[1], 18 * kGiB);
+  EXPECT_EQ(plans[2].name, "mqa");
+  EXPECT_EQ(plans[2].n_kv_head, 1);
+  EXPECT_EQ(plans[2].bytes_per_token, 18 * kKiB);
+  EXPECT_EQ(plans[2].context_bytes[1], 576 * kMiB);  // 0.56 GiB
+  EXPECT_EQ(format_bytes(plans[0].context_bytes[1]), "4831838208 B (4.50 GiB)");
+  EXPECT_EQ(format_bytes(plans[2].context_bytes[1]), "603979776 B (576.00 MiB)");
+  EXPECT_FALSE(plans[0].crossover_tokens.has_value());
+  EXPECT_FALSE(plans[0].max_tokens.has_value());
+  EXPECT_STREQ(attention_kind(32, 8), "GQA");
+  EXPECT_STREQ(attention_kind(32, 32), "MHA");
+  EXPECT_STREQ(attention_kind(32, 1), "MQA");
+}
+
+TEST(KvPlanWorkedExample, Qwen3VlFromNestedConfig) {
+  const ModelShape s = shape_from_hf_config(config_path("qwen3-vl-4b-instruct.json"));
+  EXPECT_TRUE(s.text_config);
+  EXPECT_EQ(s.kind, "qwen3_vl_text");
+  EXPECT_EQ(s.n_layer, 36);
+  EXPECT_EQ(s.n_head, 32);
+  EXPECT_EQ(s.n_kv_head, 8);
+  EXPECT_EQ(s.head_dim, 128);
+  EXPECT_EQ(kv_bytes_per_token(s.kv(), DType::BF16), 147456u);
+  // 151936 x 2560 tied embeddings + 36 x (q/k/v/o, gate/up/down, 2 norms, q/k norms) + final norm.
+  EXPECT_EQ(s.parameters.value_or(0), kQwenVlParams);
+  EXPECT_EQ(s.weights_dtype, "bfloat16");
+  EXPECT_EQ(s.weights_bytes.value_or(0), kQwenVlWeights);
+  // MHA at 32k next to ~7.5 GiB of weights does not fit a 24 GiB GPU; GQA does.
+  EXPECT_GT(18 * kGiB + kQwenVlWeights, 24 * kGiB);
+}
+
+TEST(KvPlanConfig, SmolLM2FromConfig) {
+  const ModelShape s = shape_from_hf_config(config_path("smollm2-135m-instruct.json"));
+  EXPECT_FALSE(s.text_config);
+  EXPECT_EQ(s.kind, "llama");
+  EXPECT_EQ(s.n_layer, 30);
+  EXPECT_EQ(s.n_head, 9);
+  EXPECT_EQ(s.n_kv_head, 3);
+  EXPECT_EQ(s.head_dim, 64);  // no head_dim key: hidden_size / heads
+  EXPECT_EQ(kv_bytes_per_token(s.kv(), DType::F16), 23040u);
+  // 49152*576 tied embeddings + 30 x (576*576*2 + 576*192*2 + 3*576*1536 + 2*576) + 576.
+  EXPECT_EQ(s.parameters.value_or(0), 134515008u);
+  EXPECT_EQ(s.weights_bytes.value_or(0), 2u * 134515008u);
+}
+
+TEST(KvPlanConfig, Qwen3SmallCountsQkNorms) {
+  const ModelShape s = shape_from_hf_config(config_path("qwen3-0.6b.json"));
+  EXPECT_EQ(s.n_layer, 28);
+  EXPECT_EQ(s.n_head, 16);
+  EXPECT_EQ(s.n_kv_head, 8);
+  EXPECT_EQ(s.head_dim, 128);  // not hidden_size / heads (64)
+  EXPECT_EQ(kv_bytes_per_token(s.kv(), DType::BF16), 2u * 28 * 8 * 128 * 2);
+  // 0.44B without embeddings, as the model card says; 596,049,920 in all.
+  EXPECT_EQ(s.parameters.value_or(0), 596049920u);
+}
+
+TEST(KvPlanConfig, DenseParameterFormula) {
+  DenseDecoderDims d{49152, 576, 1536, 30, 9, 3, 64, true, false, false};
+  const uint64_t per_layer = 576ull * 576 * 2 + 576ull * 192 * 2 + 3ull * 576 * 1536 + 2 * 576;
+  EXPECT_EQ(per_layer, 3540096u);
+  EXPECT_EQ(dense_decoder_parameters(d), 49152ull * 576 + 30 * per_layer + 576);
+  EXPECT_EQ(dense_decoder_parameters(d), 134515008u);
+  d.tied_embeddings = false;  // a separate output matrix
+  EXPECT_EQ(dense_decoder_parameters(d), 134515008u + 49152ull * 576);
+  d.tied_embeddings = true;
+  d.qkv_bias = true;  // q 576 + k 192 + v 192 per layer
+  EXPECT_EQ(dense_decoder_parameters(d), 134515008u + 30u * 960);
+  d.qkv_bias = false;
+  d.qk_norm = true;
+  EXPECT_EQ(dense_decoder_parameters(d), 134515008u + 30u * 128);
+
+  // Untied from the config when tie_word_embeddings is false.
+  const std::string untied = R"({"num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
+      "hidden_size": 576, "intermediate_size": 1536, "vocab_size": 49152, "tie_word_embeddings": false,
+      "torch_dtype": "float32"})";
+  const ModelShape s = shape_from_hf_config_text(untied, "untied.json");
+  EXPECT_EQ(s.parameters.value_or(0), 134515008u + 49152ull * 576);
+  EXPECT_EQ(s.weights_bytes.value_or(0), 4 * (134515008u + 49152ull * 576));
+  EXPECT_EQ(hf_dtype_bytes("bfloat16"), 2u);
+  EXPECT_EQ(hf_dtype_bytes("torch.float16"), 2u);
+  EXPECT_EQ(hf_dtype_bytes("float32"), 4u);
+  EXPECT_EQ(hf_dtype_bytes("complex64"), 0u);
+}
+
+TEST(KvPlanGguf, SmolLM2FromDefaultModel) {
+  const std::string path = tally_test::default_model_path();
+  if (path.empty()) {
+    if (tally_test::model_required()) FAIL() << "default model not found and TALLY_REQUIRE_MODEL=1";
+    GTEST_SKIP() << "default model not installed";
+  }
+  const ModelShape s = shape_from_gguf(path);
+  EXPECT_EQ(s.kind, "llama");
+  EXPECT_EQ(s.n_layer, 30);
+  EXPECT_EQ(s.n_head, 9);
+  EXPECT_EQ(s.n_kv_head, 3);
+  EXPECT_EQ(s.head_dim, 64);
+  EXPECT_EQ(kv_bytes_per_token(s.kv(), DType::F16), 23040u);
+  // The file holds the same tensors the config describes (tied: no output.weight).
+  EXPECT_EQ(s.parameters.value_or(0), 134515008u);
+  const GgufFile f(path);
+  EXPECT_EQ(s.weights_bytes.value_or(0), f.total_tensor_bytes());
+  EXPECT_LT(*s.weights_bytes, 2u * 134515008u);  // quantized: under 16 bits per weight
+}
+
+TEST(KvPlanGguf, ShapeWithoutTensorsOrVocabulary) {
+  const std::string shape_only = gguf_image({{"general.architecture", std::string("qwen3")},
+                                             {"qwen3.block_count", 28u},
+                                             {"qwen3.embedding_length", 1024u},
+                                             {"qwen3.attention.head_count", 16u},
+                                             {"qwen3.attention.head_count_kv", 8u},
+                                             {"qwen3.attention.key_length", 128u}});
+  const ModelShape s = shape_from_gguf(open_image(shape_only, "shape-only.gguf"));
+  EXPECT_EQ(s.kind, "qwen3");
+  EXPECT_EQ(s.n_layer, 28);
+  EXPECT_EQ(s.head_dim, 128);  // key_length, not embedding / heads
+  EXPECT_EQ(s.n_kv_head, 8);
+  EXPECT_FALSE(s.weights_bytes.has_value());
+
+  // Defaults: kv heads = heads, head_dim = embedding / heads.
+  const std::string mha = gguf_image({{"general.architecture", std::string("llama")},
+                                      {"llama.block_count", 2u},
+                                      {"llama.embedding_length", 64u},
+                                      {"llama.attention.head_count", 4u}});
+  const ModelShape m = shape_from_gguf(open_image(mha, "mha.gguf"));
+  EXPECT_EQ(m.n_kv_head, 4);
+  EXPECT_EQ(m.head_dim, 16);
+
+  const std::string partial = gguf_image({{"general.architecture", std::string("llama")}, {"llama.block_count", 2u}});
+  expect_error([&] { shape_from_gguf(open_image(partial, "partial.gguf")); },
+               {"partial.gguf", "llama.attention.head_count"});
+
+  const std::string uneven = gguf_image({{"general.architecture", std::string("llama")},
+                                         {"llama.block_count", 2u},
+                                         {"llama.attention.head_count", 9u},
+                                         {"llama.attention.head_count_kv", 2u},
+                                         {"llama.attention.key_length", 64u}});
+  expect_error([&] { shape_from_gguf(open_image(uneven, "uneven.gguf")); },
+               {"uneven.gguf", "9 query heads", "2 kv heads"});
+
+  const std::string zero = gguf_image({{"general.architecture", std::string("llama")}, {"llama.block_count", 0u}});
+  expect_error([&] { shape_from_gguf(open_image(zero, "zero.gguf")); }, {"zero.gguf", "llama.block_count", "= 0"});
+
+  const std::string mla = gguf_image({{"general.architecture", std::string("llama")},
+                                      {"llama.block_count", 2u},
+                                      {"llama.attention.head_count", 4u},
+                                      {"llama.attention.key_length", 192u},
+                                      {"llama.attention.value_length", 128u}});
+  expect_error([&] { shape_from_gguf(open_image(mla, "mla.gguf")); }, {"mla.gguf", "value_length 128", "192"});
+}
+
+TEST(KvPlanArithmetic, BlockFormatsCountTheirScales) {
+  const KvShape qwen{36, 8, 128}, smol{30, 3, 64};
+  EXPECT_EQ(kv_bytes_per_token(qwen, kv_plan_dtype("q8_0")), 2u * 36 * 8 * (128 / 32) * 34);  // 78,336
+  EXPECT_EQ(kv_bytes_per_token(qwen, kv_plan_dtype("q4_0")), 2u * 36 * 8 * (128 / 32) * 18);  // 41,472
+  EXPECT_EQ(kv_bytes_per_token(smol, kv_plan_dtype("Q8_0")), 12240u);
+  EXPECT_EQ(kv_bytes_per_token(smol, kv_plan_dtype("q4_0")), 6480u);
+  EXPECT_EQ(kv_bytes_per_token(qwen, kv_plan_dtype("f32")), 294912u);
+  EXPECT_DOUBLE_EQ(kv_bytes_per_value(DType::Q4_0), 18.0 / 32);
+  EXPECT_DOUBLE_EQ(kv_bytes_per_value(DType::Q8_0), 34.0 / 32);
+}
+
+TEST(KvPlanArithmetic, Crossover) {
+  // Exact multiples reach the weights at that context; one byte more needs one more token.
+  EXPECT_EQ(kv_crossover_tokens(147456ull * 10, 147456, 1), 10u);
+  EXPECT_EQ(kv_crossover_tokens(147456ull * 10 + 1, 147456, 1), 11u);
+  EXPECT_EQ(kv_crossover_tokens(147456ull * 10, 147456, 2), 5u);  // a batch reads its cache once per sequence
+  EXPECT_EQ(kv_crossover_tokens(1, 147456, 1), 1u);
+  // Qwen3-VL-4B in bf16: the cache outweighs the weights from ~54.6k tokens (GQA),
+  // ~13.6k (MHA) or ~436k (MQA).
+  EXPECT_EQ(kv_crossover_tokens(kQwenVlWeights, 147456, 1), (kQwenVlWeights + 147455) / 147456);
+  EXPECT_EQ(kv_crossover_tokens(kQwenVlWeights, 147456, 1), 54559u);
+  EXPECT_EQ(kv_crossover_tokens(kQwenVlWeights, 589824, 1), 13640u);
+  EXPECT_EQ(kv_crossover_tokens(kQwenVlWeights, 18432, 1), 436466u);
+  expect_error([] { kv_crossover_tokens(100, 0, 1); }, {"positive"});
+}
+
+TEST(KvPlanArithmetic, Budget) {
+  EXPECT_EQ(kv_max_tokens(24 * kGiB, kQwenVlWeights, 147456, 1), (24 * kGiB - kQwenVlWeights) / 147456);
+  EXPECT_EQ(kv_max_tokens(24 * kGiB, kQwenVlWeights, 147456, 1), 120204u);
+  EXPECT_EQ(kv_max_tokens(24 * kGiB, kQwenVlWeights, 147456, 4), 120204u / 4);
+  EXPECT_EQ(kv_max_tokens(1000, 1000, 10, 1), 0u);  // exactly the weights: no room for a cache
+  EXPECT_EQ(kv_max_tokens(1009, 1000, 10, 1), 0u);
+  EXPECT_EQ(kv_max_tokens(1010, 1000, 10, 1), 1u);
+  expect_error([] { kv_max_tokens(7 * kGiB, kQwenVlWeights, 147456, 1); },
+               {"--budget", "smaller than the weights", "7516192768 B (7.00 GiB)", "8044936192 B (7.49 GiB)"});
+
+  // In a plan, every layout gets its longest context; MHA at 32k does not fit 24 GiB.
+  KvPlanRequest r;
+  r.shape = {36, 8, 128};
+  r.n_head = 32;
+  r.type = DType::BF16;
+  r.weights_bytes = kQwenVlWeights;
+  r.budget_bytes = 24 * kGiB;
+  const auto plans = plan_kv(r);
+  EXPECT_EQ(plans[0].max_tokens.value_or(0), 120204u);
+  EXPECT_LT(plans[1].max_tokens.value_or(0), 32768u);
+  EXPECT_EQ(plans[1].max_tokens.value_or(0), (24 * kGiB - kQwenVlWeights) / 589824);
+  EXPECT_EQ(plans[2].max_tokens.value_or(0), (24 * kGiB - kQwenVlWeights) / 18432);
+  EXPECT_EQ(plans[0].crossover_tokens.value_or(0), 54559u);
+  EXPECT_EQ(plans[1].crossover_tokens.value_or(0), 13640u);
+  EXPECT_EQ(plans[2].crossover_tokens.value_or(0), 436466u);
+  // The batch multiplies the totals.
+  r.batch = 3;
+  r.contexts = {512};
+  EXPECT_EQ(plan_kv(r)[0].context_bytes[0], 3 * 72 * kMiB);
+  // Unknown weights: the whole budget goes to the cache.
+  r.weights_bytes.reset();
+  r.batch = 1;
+  EXPECT_EQ(plan_kv(r)[0].max_tokens.value_or(0), 24 * kGiB / 147456);
+  EXPECT_FALSE(plan_kv(r)[0].crossover_tokens.has_value());
+}
+
+TEST(KvPlanArithmetic, ParsesTokenListsAndByteCounts) {
+  EXPECT_EQ(parse_token_list("512,4096,32768"), (std::vector<uint64_t>{512, 4096, 32768}));
+  EXPECT_EQ(parse_token_list(" 7 , 8"), (std::vector<uint64_t>{7, 8}));
+  EXPECT_EQ(parse_byte_count("25769803776", "--budget"), 24 * kGiB);
+  EXPECT_EQ(parse_byte_count("24GiB", "--budget"), 24 * kGiB);
+  EXPECT_EQ(parse_byte_count("512 MiB", "--budget"), 512 * kMiB);
+  EXPECT_EQ(parse_byte_count("1KiB", "--budget"), kKiB);
+}
+
+TEST(KvPlanErrors, BadFlags) {
+  expect_error([] { kv_plan_dtype("q5_k"); }, {"--dtype", "q5_k", "f32, f16, bf16, q8_0 or q4_0"});
+  expect_error([] { kv_plan_dtype("int4"); }, {"--dtype", "int4"});
+  expect_error([] { parse_token_list(""); }, {"--tokens", "empty"});
+  expect_error([] { parse_token_list("512,,4096"); }, {"--tokens", "entry 2 is empty"});
+  expect_error([] { parse_token_list("512,"); }, {"--tokens", "entry 2 is empty"});
+  expect_error([] { parse_token_list("512,4k"); }, {"--tokens", "'4k'", "not a whole number"});
+  expect_error([] { parse_token_list("-5"); }, {"--tokens", "'-5'"});
+  expect_error([] { parse_token_list("0,8"); }, {"--tokens", "entry 1 is zero"});
+  expect_error([] { parse_token_list("99999999999999999999999"); }, {"--tokens", "not a whole number"});
+  expect_error([] { parse_byte_count("lots", "--budget"); }, {"--budget", "'lots'", "not a byte count"});
+  expect_error([] { parse_byte_count("-1", "--budget"); }, {"--budget", "'-1'"});
+  expect_error([] { parse_byte_count("0", "--weights-bytes"); }, {"--weights-bytes", "zero"});
+  expect_error([] { parse_byte_count("24GB", "--budget"); }, {"--budget", "'24GB'"});
+  expect_error([] { parse_byte_count("99999999999TiB", "--budget"); }, {"--budget", "overflows"});
+  // Sizes that overflow 64 bits are refused, not wrapped.
+  expect_error([] { kv_cache_bytes(1ull << 40, 1ull << 30, 1); }, {"1073741824 tokens", "overflows"});
+  KvPlanRequest r;
+  r.shape = {36, 8, 128};
+  r.n_head = 32;
+  r.batch = 0;
+  expect_error([&] { plan_kv(r); }, {"--batch"});
+}
+
+TEST(KvPlanErrors, BadShapes) {
+  expect_error([] { shape_from_flags(0, 32, 8, 128); }, {"--layers", "positive", "got 0"});
+  expect_error([] { shape_from_flags(36, -32, 8, 128); }, {"--heads", "got -32"});
+  expect_error([] { shape_from_flags(36, 32, 0, 128); }, {"--kv-heads"});
+  expect_error([] { shape_from_flags(36, 32, 8, -1); }, {"--head-dim", "got -1"});
+  expect_error([] { shape_from_flags(36, 32, 5, 128); }, {"--heads 32", "not divisible", "--kv-heads 5"});
+  expect_error([] { shape_from_flags(int64_t{1} << 40, 32, 8, 128); }, {"--layers", "too large"});
+  KvPlanRequest r;
+  r.shape = {36, 5, 128};
+  r.n_head = 32;
+  expect_error([&] { plan_kv(r); }, {"32 query heads", "5 kv heads"});
+}
+
+TEST(KvPlanErrors, BadSources) {
+  ShapeSource both;
+  both.gguf = "a.gguf";
+  both.config = "config.json";
+  expect_error([&] { read_model_shape(both); }, {"-m", "--config", "not both"});
+  ShapeSource mixed;
+  mixed.config = "config.json";
+  mixed.layers = 36;
+  expect_error([&] { read_model_shape(mixed); }, {"--layers", "not both"});
+  expect_error([] { read_model_shape(ShapeSource{}); }, {"no model shape", "-m", "--config", "--layers"});
+  ShapeSource partial;
+  partial.layers = 36;
+  partial.heads = 32;
+  partial.head_dim = 128;
+  expect_error([&] { read_model_shape(partial); }, {"--kv-heads is missing"});
+  ShapeSource flags = partial;
+  flags.kv_heads = 8;
+  EXPECT_EQ(read_model_shape(flags).n_kv_head, 8);
+  ShapeSource cfg;
+  cfg.config = config_path("smollm2-135m-instruct.json");
+  EXPECT_EQ(read_model_shape(cfg).n_layer, 30);
+  ShapeSource absent;
+  absent.config = config_path("no-such-config.json");
+  expect_error([&] { read_model_shape(absent); }, {"no-such-config.json", "cannot open"});
+  ShapeSource absent_gguf;
+  absent_gguf.gguf = config_path("no-such-model.gguf");
+  expect_error([&] { read_model_shape(absent_gguf); }, {"no-such-model.gguf"});
+}
+
+TEST(KvPlanErrors, BadConfigs) {
+  const std::string full = R"("num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
+      "hidden_size": 576, "intermediate_size": 1536, "vocab_size": 49152, "torch_dtype": "bfloat16")";
+  ASSERT_EQ(shape_from_hf_config_text("{" + full + "}", "ok.json").n_layer, 30);
+  auto cfg = [](const std::string& body) { return [body] { shape_from_hf_config_text(body, "cfg.json"); }; };
+
+  expect_error(cfg(R"({"num_attention_heads": 9, "hidden_size": 576})"), {"cfg.json", "missing", "'num_hidden_layers'"});
+  expect_error(cfg(R"({"text_config": {"num_hidden_layers": 36, "head_dim": 128}})"),
+               {"cfg.json", "'text_config.num_attention_heads'"});
+  expect_error(cfg(R"({"num_hidden_layers": 30, "num_attention_heads": 9})"),
+               {"cfg.json", "head_dim", "hidden_size"});
+  expect_error(cfg(R"({"num_hidden_layers": 30, "num_attention_heads": 9, "hidden_size": 576})"),
+               {"cfg.json", "missing 'intermediate_size'", "--weights-bytes"});
+  // Without weights wanted, the shape alone is enough.
+  EXPECT_EQ(shape_from_hf_config_text(R"({"num_hidden_layers": 30, "num_attention_heads": 9, "hidden_size": 576})",
+                                      "cfg.json", false)
+                .head_dim,
+            64);
+  expect_error(cfg(R"({"num_hidden_layers": 0, "num_attention_heads": 9, "hidden_size": 576})"),
+               {"cfg.json", "'num_hidden_layers' is 0", "positive"});
+  expect_error(cfg(R"({"num_hidden_layers": 30, "num_attention_heads": -9, "hidden_size": 576})"),
+               {"cfg.json", "'num_attention_heads' is -9"});
+  expect_error(cfg(R"({"num_hidden_layers": 30.5, "num_attention_heads": 9, "hidden_size": 576})"),
+               {"cfg.json", "'num_hidden_layers'", "whole number"});
+  expect_error(cfg(R"({"num_hidden_layers": "30", "num_attention_heads": 9, "hidden_size": 576})"),
+               {"cfg.json", "'num_hidden_layers'", "whole number"});
+  expect_error(cfg(R"({"num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 2,
+                       "hidden_size": 576})"),
+               {"cfg.json", "num_attention_heads' 9", "num_key_value_heads' 2"});
+  expect_error(cfg(R"({"num_hidden_layers": 30, "num_attention_heads": 7, "hidden_size": 576})"),
+               {"cfg.json", "hidden_size' 576", "not divisible by 7"});
+  expect_error(cfg(R"({"num_hidden_layers": 30, "num_attention_heads": 9, "hidden_size": 99999999999})"),
+               {"cfg.json", "'hidden_size'", "too large"});
+  expect_error(cfg("{" + full + R"(, "torch_dtype": null})"), {"cfg.json", "torch_dtype", "dtype"});
+  expect_error(cfg(R"({"num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
+      "hidden_size": 576, "intermediate_size": 1536, "vocab_size": 49152, "torch_dtype": "int3"})"),
+               {"cfg.json", "'int3'", "--weights-bytes"});
+  expect_error(cfg(R"({"num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
+      "hidden_size": 576, "intermediate_size": 1536, "vocab_size": 49152, "num_experts": 8})"),
+               {"cfg.json", "num_experts", "mixture-of-experts", "--weights-bytes"});
+  expect_error(cfg(R"({"num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
+      "hidden_size": 576, "intermediate_size": 1536, "vocab_size": 49152, "tie_word_embeddings": "yes",
+      "torch_dtype": "bfloat16"})"),
+               {"cfg.json", "tie_word_embeddings", "true or false"});
+  expect_error(cfg(R"({"text_config": [1, 2]})"), {"cfg.json", "text_config", "object"});
+  expect_error(cfg("[30, 9]"), {"cfg.json", "JSON object"});
+  expect_error(cfg("{\"num_hidden_layers\": 30,"), {"cfg.json", "not valid JSON"});
+  expect_error(cfg(""), {"cfg.json", "not valid JSON"});
+}
+
+}  // namespace
+}  // namespace tally
