@@ -51,6 +51,9 @@ expect_error "detokenize bad id" "outside the vocabulary" "$tally" detokenize -m
 expect_ok "tokenize vocab-only" "^[0-9]+( [0-9]+)*$" "$tally" tokenize -m "$vocab" "Hello world"
 expect_ok "tokenize json" '"pieces"' "$tally" tokenize -m "$vocab" --json "Hello world"
 expect_ok "detokenize vocab-only" "Hello" "$tally" detokenize -m "$vocab" 8302 5810
+expect_ok "kv-plan qwen3-vl-4b" "147456 B \\(144.00 KiB\\)" "$tally" kv-plan --layers 36 --heads 32 --kv-heads 8 --head-dim 128 --dtype bf16
+expect_error "kv-plan heads not divisible" "not divisible by --kv-heads 5" "$tally" kv-plan --layers 36 --heads 32 --kv-heads 5 --head-dim 128
+expect_error "kv-plan budget below weights" "smaller than the weights" "$tally" kv-plan --layers 36 --heads 32 --kv-heads 8 --head-dim 128 --weights-bytes 8GiB --budget 4GiB
 
 if [ -f "$model" ]; then
   head -c 100000 "$model" >"$tmp/truncated.gguf"
