@@ -40,7 +40,7 @@ void put(std::vector<uint8_t>& out, T v) {
 }
 inline void put_str(std::vector<uint8_t>& out, std::string_view s) {
   put<uint64_t>(out, s.size());
-  out.insert(out.end(), s.begin(), s.end());
+  for (char c : s) out.push_back(static_cast<uint8_t>(c));  // see put(): no insert()
 }
 template <typename T>
 Meta scalar(uint32_t type, T v) {

@@ -13,5 +13,7 @@ void add_chat(CLI::App& app);
 void add_logits(CLI::App& app);
 void add_perplexity(CLI::App& app);
 void add_kv_plan(CLI::App& app);
+void add_lab(CLI::App& app);
+void add_embed(CLI::App& app);
 
 }  // namespace tally::cli

@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   tally::cli::add_logits(app);
   tally::cli::add_perplexity(app);
   tally::cli::add_kv_plan(app);
+  tally::cli::add_lab(app);
+  tally::cli::add_embed(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

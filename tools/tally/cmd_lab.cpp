@@ -1,0 +1,271 @@
+// tally lab: the seeds' experiments on a real model, one subcommand each.
+#include <fmt/format.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "core/error.h"
+#include "kv/kv_plan.h"
+#include "lab/cache_speedup.h"
+#include "lab/causal_experiment.h"
+#include "lab/continuity.h"
+#include "lab/depth_sweep.h"
+#include "lab/plot.h"
+#include "lab/score_count.h"
+#include "model_options.h"
+
+namespace tally::cli {
+namespace {
+
+constexpr const char* kDefaultPrompt =
+    "The cache keeps the keys and values of every earlier token, so that each new token only has to be "
+    "compared with what is already written down instead of recomputing the whole past.";
+
+std::vector<int32_t> prompt_tokens(const Tokenizer& tok, const std::string& text, int64_t want = 0) {
+  auto ids = tok.encode(text, true, true);
+  if (ids.empty()) fail("the prompt has no tokens");
+  if (want > 0) {
+    std::vector<int32_t> out;
+    while (static_cast<int64_t>(out.size()) < want) out.push_back(ids[out.size() % ids.size()]);
+    ids = out;
+  }
+  return ids;
+}
+
+void print_json(const nlohmann::json& j) { fmt::print("{}\n", j.dump(2)); }
+
+void add_causal(CLI::App* lab) {
+  struct Opts {
+    ModelOptions m;
+    std::string prompt = kDefaultPrompt;
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = lab->add_subcommand("causal", "Add one token: do earlier outputs and K/V change, with and without the mask?");
+  add_model_options(cmd, o->m);
+  cmd->add_option("-p,--prompt", o->prompt, "The N + 1 tokens (the last one is the added token)");
+  cmd->add_flag("--json", o->json, "Print JSON");
+  cmd->callback([o] {
+    LoadedModel lm = load_model(o->m);
+    const auto ids = prompt_tokens(*lm.tokenizer, o->prompt);
+    const CausalReport r = run_causal_experiment(*lm.model, ids, o->m.threads);
+    if (o->json) {
+      nlohmann::json layers = nlohmann::json::array();
+      for (const auto& L : r.per_layer)
+        layers.push_back({{"layer", L.layer}, {"masked_k", L.masked_k}, {"masked_v", L.masked_v},
+                          {"unmasked_k", L.unmasked_k}, {"unmasked_v", L.unmasked_v}});
+      print_json({{"n_tokens", r.n_tokens}, {"masked_max_diff", r.masked_max_diff},
+                  {"unmasked_max_diff", r.unmasked_max_diff}, {"masked_max_relative", r.masked_max_relative},
+                  {"unmasked_max_relative", r.unmasked_max_relative}, {"per_layer", layers}});
+      return;
+    }
+    fmt::print("N = {} tokens, then N + 1; max |diff| over the first N positions (hidden states and logits):\n",
+               r.n_tokens);
+    fmt::print("  causal mask on:  {:.3g} (relative {:.3g})\n", r.masked_max_diff, r.masked_max_relative);
+    fmt::print("  causal mask off: {:.3g} (relative {:.3g})\n\n", r.unmasked_max_diff, r.unmasked_max_relative);
+    fmt::print("  layer  K masked  V masked  K unmasked  V unmasked\n");
+    for (const auto& L : r.per_layer)
+      fmt::print("  {:>5}  {:>8.3g}  {:>8.3g}  {:>10.3g}  {:>10.3g}\n", L.layer, L.masked_k, L.masked_v, L.unmasked_k,
+                 L.unmasked_v);
+  });
+}
+
+void add_scores(CLI::App* lab) {
+  struct Opts {
+    ModelOptions m;
+    int64_t n = 100;
+    int64_t recompute_limit = 200;
+    bool no_measure = false, json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = lab->add_subcommand("scores", "(query, key) scores for one head of one block while writing N tokens");
+  add_model_options(cmd, o->m);
+  cmd->add_option("-n", o->n, "Tokens to write")->capture_default_str();
+  cmd->add_option("--recompute-limit", o->recompute_limit,
+                  "Measure the no-cache count only up to this N (its cost grows as N^2)")
+      ->capture_default_str();
+  cmd->add_flag("--no-measure", o->no_measure, "Print the formulas only (no model needed)");
+  cmd->add_flag("--json", o->json, "Print JSON");
+  cmd->callback([o] {
+    ScoreCounts c = score_formulas(o->n);
+    if (!o->no_measure) {
+      LoadedModel lm = load_model(o->m);
+      const int32_t first = lm.tokenizer->encode("The", false, false).at(0);
+      c.cached_measured = measure_scores(*lm.model, first, o->n, true, o->m.threads);
+      if (o->n <= o->recompute_limit) c.recompute_measured = measure_scores(*lm.model, first, o->n, false, o->m.threads);
+    }
+    const double ratio = static_cast<double>(c.recompute_formula) / static_cast<double>(c.cached_formula);
+    if (o->json) {
+      nlohmann::json j{{"n", c.n}, {"recompute", c.recompute_formula}, {"cached", c.cached_formula}, {"ratio", ratio}};
+      if (c.cached_measured) j["cached_measured"] = *c.cached_measured;
+      if (c.recompute_measured) j["recompute_measured"] = *c.recompute_measured;
+      print_json(j);
+      return;
+    }
+    auto measured = [](const std::optional<uint64_t>& m, uint64_t formula) {
+      return m ? fmt::format("{} measured ({})", *m, *m == formula ? "equal" : "DIFFERENT") : std::string("not measured");
+    };
+    fmt::print("writing N = {} tokens, one head of one block:\n", c.n);
+    fmt::print("  recompute every step (1^2 + ... + N^2): {:>14}   {}\n", c.recompute_formula,
+               measured(c.recompute_measured, c.recompute_formula));
+    fmt::print("  with a KV cache (N(N+1)/2):             {:>14}   {}\n", c.cached_formula,
+               measured(c.cached_measured, c.cached_formula));
+    fmt::print("  the cache computes {:.1f}x fewer scores\n", ratio);
+  });
+}
+
+void add_speedup(CLI::App* lab) {
+  struct Opts {
+    ModelOptions m;
+    std::string prompt = kDefaultPrompt, plot;
+    int64_t prompt_tokens = 16, gen_tokens = 512;
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = lab->add_subcommand("speedup", "Time per generated token with and without the cache");
+  add_model_options(cmd, o->m);
+  cmd->add_option("-p,--prompt", o->prompt, "Prompt text (cycled or cut to --prompt-tokens)");
+  cmd->add_option("--prompt-tokens", o->prompt_tokens, "Prompt length in tokens")->capture_default_str();
+  cmd->add_option("--gen-tokens", o->gen_tokens, "Tokens to generate")->capture_default_str();
+  cmd->add_option("--plot", o->plot, "Write a PNG plot here");
+  cmd->add_flag("--json", o->json, "Print JSON");
+  cmd->callback([o] {
+    if (o->prompt_tokens < 1) fail("--prompt-tokens must be at least 1, got {}", o->prompt_tokens);
+    LoadedModel lm = load_model(o->m);
+    const auto ids = prompt_tokens(*lm.tokenizer, o->prompt, o->prompt_tokens);
+    std::vector<int64_t> checkpoints;
+    for (int64_t n = 1; n < o->gen_tokens; n *= 2) checkpoints.push_back(n);
+    checkpoints.push_back(o->gen_tokens);
+    const SpeedupReport r = measure_cache_speedup(*lm.model, ids, o->gen_tokens, checkpoints, o->m.threads);
+    if (!o->plot.empty()) {
+      PlotSpec p{"Time to write N tokens: KV cache vs recomputing", "tokens generated (N)", "total ms", {}, -1, "", true};
+      PlotSeries a{"with KV cache", {}, {}}, b{"no cache (recompute)", {}, {}};
+      for (const auto& pt : r.points) {
+        a.x.push_back(pt.n), a.y.push_back(pt.cache_total_ms);
+        b.x.push_back(pt.n), b.y.push_back(pt.nocache_total_ms);
+      }
+      p.series = {a, b};
+      write_plot_png(o->plot, p);
+    }
+    if (o->json) {
+      nlohmann::json pts = nlohmann::json::array();
+      for (const auto& pt : r.points)
+        pts.push_back({{"n", pt.n}, {"cache_total_ms", pt.cache_total_ms}, {"nocache_total_ms", pt.nocache_total_ms},
+                       {"cache_ms_per_token", pt.cache_ms_per_token}, {"nocache_ms_per_token", pt.nocache_ms_per_token},
+                       {"ratio", pt.ratio}});
+      print_json({{"prompt_tokens", r.prompt_tokens}, {"same_tokens", r.same_tokens}, {"points", pts}});
+      return;
+    }
+    fmt::print("prompt {} tokens; cache and no-cache wrote {} tokens\n", r.prompt_tokens,
+               r.same_tokens ? "the same" : "DIFFERENT");
+    fmt::print("  {:>6}  {:>12}  {:>12}  {:>14}  {:>14}  {:>7}\n", "N", "cache ms", "no-cache ms", "cache ms/tok",
+               "no-cache ms/tok", "ratio");
+    for (const auto& pt : r.points)
+      fmt::print("  {:>6}  {:>12.1f}  {:>12.1f}  {:>14.2f}  {:>14.2f}  {:>6.2f}x\n", pt.n, pt.cache_total_ms,
+                 pt.nocache_total_ms, pt.cache_ms_per_token, pt.nocache_ms_per_token, pt.ratio);
+  });
+}
+
+void add_depth(CLI::App* lab) {
+  struct Opts {
+    ModelOptions m;
+    std::string plot;
+    int64_t max_depth = 8192, decode_tokens = 16;
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = lab->add_subcommand("depth", "Decode tokens/s against context depth, beside the crossover context");
+  add_model_options(cmd, o->m);
+  cmd->add_option("--max-depth", o->max_depth, "Deepest context (capped at the trained context)")->capture_default_str();
+  cmd->add_option("--decode-tokens", o->decode_tokens, "Timed decode steps per depth")->capture_default_str();
+  cmd->add_option("--plot", o->plot, "Write a PNG plot here");
+  cmd->add_flag("--json", o->json, "Print JSON");
+  cmd->callback([o] {
+    LoadedModel lm = load_model(o->m);
+    const int64_t limit = std::min(o->max_depth, lm.model->config().n_ctx_train - o->decode_tokens - 1);
+    if (limit < 0) fail("--max-depth must be >= 0");
+    std::vector<int64_t> depths{0};
+    for (int64_t d = 256; d < limit; d *= 2) depths.push_back(d);
+    if (limit > 0) depths.push_back(limit);
+    const auto filler = prompt_tokens(*lm.tokenizer, kDefaultPrompt);
+    const DType ct = session_options(o->m, *lm.model, false).cache_type;
+    const DepthReport r = measure_depth(*lm.model, filler, depths, o->decode_tokens, ct, o->m.threads);
+    if (!o->plot.empty()) {
+      PlotSpec p{"Decode speed against context depth", "tokens in the cache", "decode tokens/s", {},
+                 static_cast<double>(r.crossover_context), "K/V read = weights read", false};
+      PlotSeries s{"decode tokens/s", {}, {}};
+      for (const auto& pt : r.points) s.x.push_back(pt.depth), s.y.push_back(pt.decode_tps);
+      p.series = {s};
+      write_plot_png(o->plot, p);
+    }
+    if (o->json) {
+      nlohmann::json pts = nlohmann::json::array();
+      for (const auto& pt : r.points)
+        pts.push_back({{"depth", pt.depth}, {"decode_tps", pt.decode_tps}, {"ms_per_token", pt.ms_per_token},
+                       {"kv_bytes_read", pt.kv_bytes_read}, {"weight_bytes_read", pt.weight_bytes_read}});
+      print_json({{"kv_bytes_per_token", r.kv_bytes_per_token}, {"weight_bytes", r.weight_bytes},
+                  {"crossover_context", r.crossover_context}, {"points", pts}});
+      return;
+    }
+    fmt::print("K/V per token {}, weights {}: the cache outweighs the weights past {} tokens\n",
+               format_bytes(r.kv_bytes_per_token), format_bytes(r.weight_bytes), r.crossover_context);
+    fmt::print("  {:>6}  {:>10}  {:>10}  {:>14}\n", "depth", "tok/s", "ms/tok", "K/V : weights");
+    for (const auto& pt : r.points)
+      fmt::print("  {:>6}  {:>10.1f}  {:>10.2f}  {:>14.2f}\n", pt.depth, pt.decode_tps, pt.ms_per_token,
+                 static_cast<double>(pt.kv_bytes_read) / static_cast<double>(pt.weight_bytes_read));
+  });
+}
+
+void add_continuity(CLI::App* lab) {
+  struct Opts {
+    ModelOptions m;
+    std::string prompt = kDefaultPrompt;
+    int64_t edit_at = -1;
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = lab->add_subcommand("continuity", "Refuse a wrong start position; edit a token and recompute only from it");
+  add_model_options(cmd, o->m);
+  cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
+  cmd->add_option("--edit-at", o->edit_at, "Token to edit (default: the middle)");
+  cmd->add_flag("--json", o->json, "Print JSON");
+  cmd->callback([o] {
+    LoadedModel lm = load_model(o->m);
+    const auto ids = prompt_tokens(*lm.tokenizer, o->prompt);
+    const int64_t k = o->edit_at >= 0 ? o->edit_at : static_cast<int64_t>(ids.size()) / 2;
+    const int32_t replacement = lm.tokenizer->encode(" banana", false, false).at(0);
+    const ContinuityReport r = run_continuity_experiment(*lm.model, ids, k, replacement, o->m.threads);
+    if (o->json) {
+      print_json({{"prompt_tokens", r.prompt_tokens}, {"stale_start_refused", r.stale_start_refused},
+                  {"gap_start_refused", r.gap_start_refused}, {"refusal_message", r.refusal_message},
+                  {"edit_at", r.edit_at}, {"recomputed_positions", r.recomputed_positions},
+                  {"fresh_positions", r.fresh_positions}, {"max_logit_diff", r.max_logit_diff},
+                  {"work_saved", r.work_saved}});
+      return;
+    }
+    fmt::print("prompt of {} tokens in the cache\n", r.prompt_tokens);
+    fmt::print("  decode step at position {} (re-writing the past): {}\n", r.prompt_tokens - 1,
+               r.stale_start_refused ? "refused" : "ACCEPTED");
+    fmt::print("  decode step at position {} (skipping one):       {}\n", r.prompt_tokens + 1,
+               r.gap_start_refused ? "refused" : "ACCEPTED");
+    fmt::print("  the error: {}\n", r.refusal_message);
+    fmt::print("edit token {}: recomputed {} positions (a fresh run computes {}), {:.0f}% of the work saved\n",
+               r.edit_at, r.recomputed_positions, r.fresh_positions, 100 * r.work_saved);
+    fmt::print("  max |logit diff| against the fresh run: {:.3g}\n", r.max_logit_diff);
+  });
+}
+
+}  // namespace
+
+void add_lab(CLI::App& app) {
+  auto* lab = app.add_subcommand("lab", "The KV-cache lab: the seeds' experiments on a real model");
+  lab->require_subcommand(1);
+  add_causal(lab);
+  add_scores(lab);
+  add_speedup(lab);
+  add_depth(lab);
+  add_continuity(lab);
+}
+
+}  // namespace tally::cli
