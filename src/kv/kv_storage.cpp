@@ -10,7 +10,10 @@ namespace tally {
 
 namespace {
 std::atomic<uint64_t> g_live_bytes{0};
+std::atomic<uint64_t> g_constructed{0};
 }
+
+uint64_t KvStorage::constructed() { return g_constructed.load(); }
 
 uint64_t KvStorage::live_bytes() { return g_live_bytes.load(); }
 
@@ -38,6 +41,7 @@ KvStorage::KvStorage(const KvShape& shape, int64_t block_size, int64_t n_blocks,
   v_.reset(new (std::nothrow) uint8_t[half]);
   if (!k_ || !v_) fail("cannot allocate the KV cache ({})", format_bytes(planned));
   g_live_bytes += bytes();
+  ++g_constructed;
 }
 
 void KvStorage::copy_block(int64_t dst, int64_t src) {

@@ -37,6 +37,7 @@ class KvStorage {
   // Bytes held by all KvStorage objects alive in the process (lets a test
   // prove that a cache-free pass allocated no cache).
   static uint64_t live_bytes();
+  static uint64_t constructed();  // KvStorage objects ever built in the process
   ~KvStorage();
   KvStorage(const KvStorage&) = delete;
   KvStorage& operator=(const KvStorage&) = delete;
