@@ -15,5 +15,6 @@ void add_perplexity(CLI::App& app);
 void add_kv_plan(CLI::App& app);
 void add_lab(CLI::App& app);
 void add_embed(CLI::App& app);
+void add_bench(CLI::App& app);
 
 }  // namespace tally::cli

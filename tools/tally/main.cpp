@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   tally::cli::add_kv_plan(app);
   tally::cli::add_lab(app);
   tally::cli::add_embed(app);
+  tally::cli::add_bench(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
