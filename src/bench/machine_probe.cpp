@@ -48,7 +48,7 @@ TALLY_AVX2 float fma_loop_avx2(int64_t iters) {
 
 uint64_t read_sum(const uint8_t* p, size_t n) {
 #if TALLY_HAVE_X86
-  if (simd_level() == SimdLevel::Avx2) return read_sum_avx2(p, n);
+  if (simd_at_least(SimdLevel::Avx2)) return read_sum_avx2(p, n);
 #endif
   uint64_t s = 0;
   for (size_t i = 0; i + 8 <= n; i += 64) {
@@ -91,7 +91,7 @@ MachineLimits probe_machine(int threads) {
   pool.parallel_for(threads, [&](int64_t b, int64_t e, int w) {
     for (int64_t i = b; i < e; ++i) {
 #if TALLY_HAVE_X86
-      if (simd_level() == SimdLevel::Avx2) {
+      if (simd_at_least(SimdLevel::Avx2)) {
         fsink[w] += fma_loop_avx2(iters);
         continue;
       }
@@ -102,7 +102,7 @@ MachineLimits probe_machine(int threads) {
     }
   });
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  const double lanes = simd_level() == SimdLevel::Avx2 ? 64.0 : 1.0;
+  const double lanes = simd_at_least(SimdLevel::Avx2) ? 64.0 : 1.0;
   m.fma_gflops = static_cast<double>(threads) * iters * lanes * 2 / s / 1e9;
   return m;
 }

@@ -25,7 +25,7 @@ void quantize_row_q8_scalar(const float* x, BlockQ8* out, int64_t n) {
 }
 
 void quantize_row_q8(const float* x, BlockQ8* out, int64_t n) {
-  if (simd_level() == SimdLevel::Avx2) return quantize_row_q8_avx2(x, out, n);
+  if (simd_at_least(SimdLevel::Avx2)) return quantize_row_q8_avx2(x, out, n);
   quantize_row_q8_scalar(x, out, n);
 }
 

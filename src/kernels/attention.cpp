@@ -93,7 +93,7 @@ void attend_scalar(const float* q, const KvLayerView& kv, int64_t kv_head, int64
 
 void attend(const float* q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys, float scale, float* scores,
             float* out, int64_t n_visible) {
-  if (simd_level() == SimdLevel::Avx2)
+  if (simd_at_least(SimdLevel::Avx2))
     return attend_impl<Avx2Ops>(q, kv, kv_head, n_keys, scale, scores, out, n_visible);
   attend_impl<ScalarOps>(q, kv, kv_head, n_keys, scale, scores, out, n_visible);
 }

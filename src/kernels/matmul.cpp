@@ -1,5 +1,6 @@
 #include "kernels/matmul.h"
 
+#include "kernels/gemm.h"
 #include "kernels/vec_dot.h"
 #include "runtime/thread_pool.h"
 
@@ -19,6 +20,11 @@ void matmul_rows(VecDotFn dot, const WeightMatrix& w, const BlockQ8* x, int64_t 
 }  // namespace
 
 void matmul(const WeightMatrix& w, const BlockQ8* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+  if (const GemmFn gemm = gemm_fn(w.type)) {
+    pool.parallel_for(
+        w.rows, [&](int64_t r0, int64_t r1, int) { gemm(w, x, n_tokens, y, r0, r1); }, kRowGrain);
+    return;
+  }
   const VecDotFn dot = vec_dot_fn(w.type);
   pool.parallel_for(
       w.rows, [&](int64_t r0, int64_t r1, int) { matmul_rows(dot, w, x, n_tokens, y, r0, r1); }, kRowGrain);

@@ -123,7 +123,7 @@ VecDotFn vec_dot_fn_scalar(DType type) {
 }
 
 VecDotFn vec_dot_fn(DType type) {
-  if (simd_level() == SimdLevel::Avx2) {
+  if (simd_at_least(SimdLevel::Avx2)) {
     switch (type) {
       case DType::Q4_0: return vec_dot_q4_0_q8_avx2;
       case DType::Q4_1: return vec_dot_q4_1_q8_avx2;

@@ -38,7 +38,11 @@ std::vector<float> Model::vector(const std::string& name, int64_t n) const {
   if (t->dims.size() != 1 || static_cast<int64_t>(t->dims[0]) != n)
     fail("{}: tensor '{}' has shape {}, expected {{{}}}", file_->path(), name, t->shape_string(), n);
   std::vector<float> v(n);
-  dequantize_row(t->type, t->data, v.data(), n);
+  try {
+    dequantize_row(t->type, t->data, v.data(), n);
+  } catch (const Error& e) {
+    fail("{}: tensor '{}': {}", file_->path(), name, e.what());
+  }
   return v;
 }
 

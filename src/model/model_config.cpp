@@ -22,7 +22,8 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   c.n_head = positive(key("attention.head_count"), f.get_u64(key("attention.head_count")));
   c.n_head_kv = positive(key("attention.head_count_kv"), f.get_u64(key("attention.head_count_kv"), c.n_head));
   if (c.n_head % c.n_head_kv != 0)
-    fail("{}: {} query heads are not divisible into {} kv heads", f.path(), c.n_head, c.n_head_kv);
+    fail("{}: {} = {} query heads are not divisible into {} = {} kv heads", f.path(), key("attention.head_count"),
+         c.n_head, key("attention.head_count_kv"), c.n_head_kv);
   c.head_dim = positive(key("attention.key_length"), f.get_u64(key("attention.key_length"), c.n_embd / c.n_head));
   c.rope_dims = positive(key("rope.dimension_count"), f.get_u64(key("rope.dimension_count"), c.head_dim));
   if (c.rope_dims % 2 != 0 || c.rope_dims > c.head_dim)

@@ -1,0 +1,47 @@
+// AVX2 variant of the activation quantizer; bit-identical to the scalar
+// reference (same scale, same round-to-nearest-even).
+#include "kernels/activation_q8.h"
+#include "kernels/simd_avx2.h"
+
+namespace tally {
+
+#if TALLY_HAVE_X86
+TALLY_AVX2 void quantize_row_q8_avx2(const float* x, BlockQ8* out, int64_t n) {
+  const __m256 sign_mask = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float* xb = x + b * 32;
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    for (int k = 0; k < 4; ++k) {
+      v[k] = _mm256_loadu_ps(xb + 8 * k);
+      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign_mask, v[k]));
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    const float d = _mm_cvtss_f32(m) / 127.0f;
+    const float id = d >= 0x1p-126f ? 1.0f / d : 0.0f;  // a subnormal d has no finite 1/d: the block becomes 0
+    const __m256 vid = _mm256_set1_ps(id);
+    __m256i q32[4];
+    for (int k = 0; k < 4; ++k)
+      q32[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[k], vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    // Pack 32 int32 -> 32 int8; packs interleave 128-bit lanes, the permute restores order.
+    const __m256i p01 = _mm256_packs_epi32(q32[0], q32[1]);
+    const __m256i p23 = _mm256_packs_epi32(q32[2], q32[3]);
+    __m256i p = _mm256_packs_epi16(p01, p23);
+    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].q), p);
+    const __m256i s = _mm256_add_epi32(_mm256_add_epi32(q32[0], q32[1]), _mm256_add_epi32(q32[2], q32[3]));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+    out[b].d = d;
+    out[b].s = d * static_cast<float>(_mm_cvtsi128_si32(s4));
+  }
+}
+
+#else
+void quantize_row_q8_avx2(const float* x, BlockQ8* out, int64_t n) { quantize_row_q8_scalar(x, out, n); }
+#endif
+
+}  // namespace tally

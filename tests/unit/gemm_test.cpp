@@ -1,0 +1,112 @@
+// The tiled kernels (gemm.h) against the scalar reference matmul, and their
+// promises: results independent of the tile shape and of n_tokens, and the
+// AVX2 and AVX-VNNI variants bit-identical.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/half.h"
+#include "kernels/activation_q8.h"
+#include "kernels/cpu_features.h"
+#include "kernels/gemm.h"
+#include "kernels/matmul.h"
+
+using namespace tally;
+
+namespace {
+
+bool at_least(SimdLevel l) { return static_cast<int>(detected_simd_level()) >= static_cast<int>(l); }
+
+// Random rows of a 32-value block format with finite fp16 scales.
+std::vector<uint8_t> random_rows(DType type, int64_t rows, int64_t cols, std::mt19937& rng) {
+  const auto& tr = traits(type);
+  std::vector<uint8_t> out(static_cast<size_t>(rows * cols / 32 * tr.type_size));
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.001f, 0.05f);
+  for (auto& b : out) b = static_cast<uint8_t>(byte(rng));
+  for (size_t blk = 0; blk < out.size() / tr.type_size; ++blk) {
+    const uint16_t d = f32_to_f16(scale(rng)), m = f32_to_f16(-scale(rng));
+    std::memcpy(&out[blk * tr.type_size], &d, 2);
+    if (type == DType::Q4_1) std::memcpy(&out[blk * tr.type_size + 2], &m, 2);
+  }
+  return out;
+}
+
+std::vector<BlockQ8> random_activations(int64_t tokens, int64_t cols, std::mt19937& rng) {
+  std::normal_distribution<float> g(0, 1);
+  std::vector<float> x(tokens * cols);
+  for (auto& v : x) v = g(rng);
+  std::vector<BlockQ8> q(tokens * cols / 32);
+  quantize_row_q8_scalar(x.data(), q.data(), tokens * cols);
+  return q;
+}
+
+struct Case {
+  DType type;
+  int64_t rows, cols, tokens;
+};
+
+}  // namespace
+
+TEST(Gemm, MatchesScalarReferenceOnOddShapes) {
+  if (!at_least(SimdLevel::Avx2)) GTEST_SKIP() << "CPU has no AVX2";
+  std::mt19937 rng(11);
+  for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q8_0})
+    for (const Case c : {Case{type, 1, 32, 1}, Case{type, 5, 64, 3}, Case{type, 37, 96, 33}, Case{type, 8, 576, 2},
+                         Case{type, 13, 1536, 67}}) {
+      const auto aligned = random_rows(type, c.rows, c.cols, rng);
+      const auto x = random_activations(c.tokens, c.cols, rng);
+      for (int offset : {0, 3}) {  // the kernels must not need aligned weights
+        std::vector<uint8_t> bytes(offset, 0);
+        bytes.insert(bytes.end(), aligned.begin(), aligned.end());
+        WeightMatrix w{type, c.rows, c.cols, row_bytes(type, c.cols), bytes.data() + offset};
+        std::vector<float> ref(c.rows * c.tokens), got(c.rows * c.tokens);
+        matmul_reference(w, x.data(), c.tokens, ref.data());
+        gemm_avx2_fn(type)(w, x.data(), c.tokens, got.data(), 0, c.rows);
+        for (size_t i = 0; i < ref.size(); ++i)
+          ASSERT_NEAR(got[i], ref[i], 1e-4f * (1 + std::fabs(ref[i])))
+              << dtype_name(type) << " offset " << offset << " " << c.rows << "x" << c.cols << " tokens " << c.tokens << " at " << i;
+      }
+    }
+}
+
+TEST(Gemm, ResultsDoNotDependOnTokenCountOrRowRange) {
+  if (!at_least(SimdLevel::Avx2)) GTEST_SKIP() << "CPU has no AVX2";
+  std::mt19937 rng(5);
+  const int64_t rows = 23, cols = 128, tokens = 9;
+  for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q8_0}) {
+    const auto bytes = random_rows(type, rows, cols, rng);
+    const auto x = random_activations(tokens, cols, rng);
+    WeightMatrix w{type, rows, cols, row_bytes(type, cols), bytes.data()};
+    std::vector<float> all(rows * tokens);
+    gemm_avx2_fn(type)(w, x.data(), tokens, all.data(), 0, rows);
+    for (int64_t t = 0; t < tokens; ++t) {  // one token at a time, rows split unevenly
+      std::vector<float> one(rows);
+      gemm_avx2_fn(type)(w, x.data() + t * (cols / 32), 1, one.data(), 0, 7);
+      gemm_avx2_fn(type)(w, x.data() + t * (cols / 32), 1, one.data(), 7, rows);
+      for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(one[r], all[t * rows + r]) << dtype_name(type) << " t " << t << " r " << r;
+    }
+  }
+}
+
+TEST(Gemm, VnniIsBitIdenticalToAvx2) {
+  if (!at_least(SimdLevel::Avx2Vnni)) GTEST_SKIP() << "CPU has no AVX-VNNI";
+  std::mt19937 rng(9);
+  const int64_t rows = 19, cols = 320, tokens = 5;
+  for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q8_0}) {
+    const auto bytes = random_rows(type, rows, cols, rng);
+    const auto x = random_activations(tokens, cols, rng);
+    WeightMatrix w{type, rows, cols, row_bytes(type, cols), bytes.data()};
+    std::vector<float> a(rows * tokens), b(rows * tokens);
+    gemm_avx2_fn(type)(w, x.data(), tokens, a.data(), 0, rows);
+    gemm_vnni_fn(type)(w, x.data(), tokens, b.data(), 0, rows);
+    EXPECT_EQ(a, b) << dtype_name(type);
+  }
+}
+
+TEST(Gemm, NoTiledKernelForOtherTypes) {
+  EXPECT_EQ(gemm_fn(DType::Q6_K), nullptr);
+  EXPECT_EQ(gemm_fn(DType::F32), nullptr);
+}
