@@ -65,8 +65,10 @@ void add_chat(CLI::App& app) {
         fmt::print("{}", piece);
         std::fflush(stdout);
       });
-      reply += stream.flush();
-      fmt::print("\n");
+      const std::string rest = stream.flush();
+      reply += rest;
+      fmt::print("{}\n", rest);
+      std::fflush(stdout);
       fmt::print(stderr, "[{} new prompt tokens prefilled, {} reused from the cache, {} generated, {:.1f} tok/s]\n",
                  new_tokens.size(), keep, r.tokens.size(),
                  r.decode_ms > 0 ? r.decode_steps * 1000.0 / r.decode_ms : 0.0);
