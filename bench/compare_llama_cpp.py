@@ -28,7 +28,7 @@ LLAMA_RUNNER = textwrap.dedent("""
     model, threads, ctx, ids_json, n_gen = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
     ids = json.load(open(ids_json))
     t0 = time.perf_counter()
-    llm = Llama(model_path=model, n_ctx=ctx, n_threads=threads, n_threads_batch=threads, n_batch=512,
+    llm = Llama(model_path=model, n_ctx=ctx, n_threads=threads, n_threads_batch=threads, n_batch=ctx, n_ubatch=512,
                 logits_all=False, verbose=False)
     load = time.perf_counter() - t0
     t0 = time.perf_counter(); llm.eval(ids); prefill = time.perf_counter() - t0

@@ -59,6 +59,10 @@ class GgufFile {
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const GgufTensorInfo* find_tensor(std::string_view name) const;
   uint64_t total_tensor_bytes() const;
+  // Drops a tensor's pages from memory once it has been copied elsewhere (no-op for in-memory images).
+  void release(const GgufTensorInfo& t) const {
+    if (map_) map_->release(t.data, t.n_bytes);
+  }
 
  private:
   void parse(const uint8_t* bytes, uint64_t size);

@@ -39,6 +39,14 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   ::close(fd);
 }
 
+void MappedFile::release(const uint8_t* p, uint64_t n) const {
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t begin = (reinterpret_cast<uint64_t>(p) + page - 1) / page * page;
+  const uint64_t end = (reinterpret_cast<uint64_t>(p) + n) / page * page;
+  if (p < data_ || p + n > data_ + size_ || end <= begin) return;
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);  // a hint: failure changes nothing
+}
+
 MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

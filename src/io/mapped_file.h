@@ -19,6 +19,9 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Tells the kernel the pages inside [p, p + n) are not needed now (they are
+  // re-read from the file if touched again): drops them from resident memory.
+  void release(const uint8_t* p, uint64_t n) const;
 
  private:
   std::string path_;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/activation_pack.h"
 #include "kernels/activation_q8.h"
 #include "kernels/matmul.h"
 
@@ -34,15 +35,18 @@ inline __m256i unpack_nibbles(const uint8_t* qs) {
   return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m), _mm_and_si128(q, m));
 }
 
-// Sums of 4 adjacent u8 x s8 products in 8 int32 lanes (exact for our ranges).
+// Sums of 4 adjacent u8 x s8 products in 8 int32 lanes (exact for our ranges);
+// dot_acc adds them to acc.
 struct DotAvx2 {
   static __m256i dot(__m256i u, __m256i s) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
   }
+  static __m256i dot_acc(__m256i acc, __m256i u, __m256i s) { return _mm256_add_epi32(acc, dot(u, s)); }
 };
 #ifdef __AVXVNNI__
 struct DotVnni {
   static __m256i dot(__m256i u, __m256i s) { return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s); }
+  static __m256i dot_acc(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
 };
 #endif
 
@@ -126,6 +130,133 @@ __attribute__((always_inline)) inline void gemm_rows(const WeightMatrix& w, cons
       for (; t + 2 <= t1; t += 2) tile<F, D, 1, 2>(w, r, x, t, nb, y);
       if (t < t1) tile<F, D, 1, 1>(w, r, x, t, nb, y);
     }
+  }
+}
+
+// ---- Split layout (split_layout.h): scales 8 blocks at a time ----
+
+// 8 f16 scales from p; a tail group (count < 8) reads only its own and pads with 0.
+inline __m256 load_half8(const uint8_t* p, int64_t count) {
+  if (count == 8) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  alignas(16) uint16_t tmp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  std::memcpy(tmp, p, static_cast<size_t>(count) * 2);
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(tmp)));
+}
+
+// Integer sums of blocks [b0, b0 + count) (count <= 8, even) of a Q4 row with
+// one token, in natural block order. Each 32-byte load holds two blocks' nibbles:
+// the low nibbles meet the pair's values 0..15, the high ones 16..31.
+template <class D>
+inline __m256i q4_group_sums(const uint8_t* qs, int64_t b0, int64_t count, const int8_t* xpairs) {
+  const __m256i m4 = _mm256_set1_epi8(15);
+  __m256i p[4];
+  for (int k = 0; k < 4; ++k) {
+    if (2 * k >= count) {
+      p[k] = _mm256_setzero_si256();
+      continue;
+    }
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + (b0 + 2 * k) * 16));
+    const int8_t* xp = xpairs + (b0 / 2 + k) * 64;
+    const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    p[k] = D::dot_acc(D::dot(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xp))), hi,
+                      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xp + 32)));
+  }
+  // p[k] = [block 2k: 4 partial sums | block 2k+1: 4]; three hadds leave [b0 b2 b4 b6 | b1 b3 b5 b7].
+  const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+  return _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// The same for signed Q8_0 rows (|w| as the unsigned operand, the sign moved to x).
+template <class D>
+inline __m256i q8_group_sums(const uint8_t* qs, int64_t b0, int64_t count, const BlockQ8* x) {
+  __m256i v[8];
+  for (int k = 0; k < 8; ++k) {
+    if (k >= count) {
+      v[k] = _mm256_setzero_si256();
+      continue;
+    }
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + (b0 + k) * 32));
+    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b0 + k].q));
+    v[k] = D::dot(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xq, w));
+  }
+  const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+  // h0 = [v0..v3 low halves | v0..v3 high halves], h1 likewise for v4..v7.
+  return _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20), _mm256_permute2x128_si256(h0, h1, 0x31));
+}
+
+struct SplitQ4_1 {
+  static constexpr int kQsBytes = 16;
+  static constexpr bool kMin = true, kMinIsD = false;
+  static constexpr float kMinScale = 1.0f;
+  template <class D>
+  static __m256i sums(const uint8_t* qs, int64_t b0, int64_t count, const ActivationPack& x, int64_t t) {
+    return q4_group_sums<D>(qs, b0, count, x.q4_pair(t, 0));
+  }
+};
+struct SplitQ4_0 {  // (q - 8) d = q d + (-8) d: the min term reuses d
+  static constexpr int kQsBytes = 16;
+  static constexpr bool kMin = true, kMinIsD = true;
+  static constexpr float kMinScale = -8.0f;
+  template <class D>
+  static __m256i sums(const uint8_t* qs, int64_t b0, int64_t count, const ActivationPack& x, int64_t t) {
+    return q4_group_sums<D>(qs, b0, count, x.q4_pair(t, 0));
+  }
+};
+struct SplitQ8_0 {
+  static constexpr int kQsBytes = 32;
+  static constexpr bool kMin = false, kMinIsD = false;
+  static constexpr float kMinScale = 0.0f;
+  template <class D>
+  static __m256i sums(const uint8_t* qs, int64_t b0, int64_t count, const ActivationPack& x, int64_t t) {
+    return q8_group_sums<D>(qs, b0, count, x.blocks + t * x.nb);
+  }
+};
+
+// R rows x 1 token. Per (row, token): acc += sums(group) * (d_w * d_x) and
+// accm += m_w * s_x, group by group in block order, whatever R is.
+template <class S, class D, int R>
+__attribute__((always_inline)) inline void split_tile(const WeightMatrix& w, int64_t r, const ActivationPack& x,
+                                                      int64_t t, float* y) {
+  const int64_t nb = w.cols / 32;
+  __m256 acc[R], accm[R];
+  const uint8_t* qs[R];
+  for (int i = 0; i < R; ++i) acc[i] = accm[i] = _mm256_setzero_ps(), qs[i] = w.row(r + i);
+  const float* dx_row = x.d_row(t);
+  const float* sx_row = x.s_row(t);
+  for (int64_t b0 = 0; b0 < nb; b0 += 8) {
+    const int64_t count = std::min<int64_t>(8, nb - b0);
+    const __m256 dx = _mm256_loadu_ps(dx_row + b0);
+    const __m256 sx = _mm256_loadu_ps(sx_row + b0);
+    for (int i = 0; i < R; ++i) {
+      const uint8_t* dw_ptr = qs[i] + nb * S::kQsBytes;
+      const __m256 dw = load_half8(dw_ptr + 2 * b0, count);
+      const __m256i sums = S::template sums<D>(qs[i], b0, count, x, t);
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(dw, dx), acc[i]);
+      if constexpr (S::kMin) {
+        const __m256 mw = S::kMinIsD ? dw : load_half8(dw_ptr + 2 * nb + 2 * b0, count);
+        accm[i] = _mm256_fmadd_ps(mw, sx, accm[i]);
+      }
+    }
+  }
+  for (int i = 0; i < R; ++i) {
+    float v = hsum(acc[i]);
+    if constexpr (S::kMin) v += S::kMinScale * hsum(accm[i]);
+    y[t * w.rows + r + i] = v;
+  }
+}
+
+template <class S, class D>
+__attribute__((always_inline)) inline void split_rows(const WeightMatrix& w, const ActivationPack& x, float* y,
+                                                      int64_t r0, int64_t r1) {
+  constexpr int64_t kTokenChunk = 16;  // keeps the chunk's packed activations in L1
+  for (int64_t t0 = 0; t0 < x.n; t0 += kTokenChunk) {
+    const int64_t t1 = std::min(x.n, t0 + kTokenChunk);
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4)
+      for (int64_t t = t0; t < t1; ++t) split_tile<S, D, 4>(w, r, x, t, y);
+    for (; r < r1; ++r)
+      for (int64_t t = t0; t < t1; ++t) split_tile<S, D, 1>(w, r, x, t, y);
   }
 }
 

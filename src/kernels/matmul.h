@@ -17,13 +17,19 @@ struct WeightMatrix {
   int64_t rows = 0;       // output features
   int64_t cols = 0;       // input features (multiple of 32 / the block size)
   uint64_t row_bytes = 0;
-  const uint8_t* data = nullptr;  // rows * row_bytes bytes, in the mapped file
+  const uint8_t* data = nullptr;  // rows * row_bytes bytes: the mapped file, or a repacked copy
+  bool split = false;             // rows in the split layout of split_layout.h
 
   const uint8_t* row(int64_t r) const { return data + static_cast<uint64_t>(r) * row_bytes; }
 };
 
-// x: (n_tokens, cols / 32) blocks; y: (n_tokens, rows) floats.
-void matmul(const WeightMatrix& w, const BlockQ8* x, int64_t n_tokens, float* y, ThreadPool& pool);
+struct ActivationPack;
+
+// x: (n_tokens, cols / 32) blocks; y: (n_tokens, rows) floats. Split-layout
+// weights read `pack` (x rearranged, see activation_pack.h); when it is null
+// one is built here (allocating: the forward pass passes its own).
+void matmul(const WeightMatrix& w, const BlockQ8* x, int64_t n_tokens, float* y, ThreadPool& pool,
+            const ActivationPack* pack = nullptr);
 // Same with the scalar kernel, one thread: the reference.
 void matmul_reference(const WeightMatrix& w, const BlockQ8* x, int64_t n_tokens, float* y);
 

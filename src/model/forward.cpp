@@ -18,6 +18,7 @@ Forward::Forward(const Model& model, ThreadPool& pool, int64_t max_batch, int64_
   x_.resize(n * c.n_embd);
   xn_.resize(n * c.n_embd);
   xq_.resize(n * (widest / 32));
+  xpack_.reserve(max_batch, widest / 32);
   q_.resize(n * c.q_dim());
   k_.resize(n * c.kv_dim());
   v_.resize(n * c.kv_dim());
@@ -33,6 +34,7 @@ Forward::Forward(const Model& model, ThreadPool& pool, int64_t max_batch, int64_
 
 void Forward::quantize_rows(const float* x, int64_t n, int64_t dim) {
   for (int64_t t = 0; t < n; ++t) quantize_row_q8(x + t * dim, xq_.data() + t * (dim / 32), dim);
+  if ((dim / 32) % 2 == 0) xpack_.build(xq_.data(), n, dim / 32);
 }
 
 void Forward::attention(const KvLayerView& kv, int64_t n, int64_t start) {
@@ -118,9 +120,9 @@ void Forward::run(std::span<const int32_t> tokens, int64_t start, LogitsMode mod
     // Attention sub-block.
     for (int64_t t = 0; t < n; ++t) rms_norm(x_.data() + t * E, L.attn_norm.data(), xn_.data() + t * E, E, c.rms_eps);
     quantize_rows(xn_.data(), n, E);
-    matmul(L.wq, xq_.data(), n, q_.data(), pool_);
-    matmul(L.wk, xq_.data(), n, k_.data(), pool_);
-    matmul(L.wv, xq_.data(), n, v_.data(), pool_);
+    matmul(L.wq, xq_.data(), n, q_.data(), pool_, &xpack_);
+    matmul(L.wk, xq_.data(), n, k_.data(), pool_, &xpack_);
+    matmul(L.wv, xq_.data(), n, v_.data(), pool_, &xpack_);
     for (int64_t t = 0; t < n; ++t) {
       const float* cs = rope_cos_.data() + t * half;
       const float* sn = rope_sin_.data() + t * half;
@@ -130,17 +132,17 @@ void Forward::run(std::span<const int32_t> tokens, int64_t start, LogitsMode mod
     }
     attention(kv ? kv->view(l, seq) : chunk_view(n), n, start);
     quantize_rows(attn_.data(), n, Q);
-    matmul(L.wo, xq_.data(), n, proj_.data(), pool_);
+    matmul(L.wo, xq_.data(), n, proj_.data(), pool_, &xpack_);
     add_inplace(x_.data(), proj_.data(), n * E);
 
     // MLP sub-block.
     for (int64_t t = 0; t < n; ++t) rms_norm(x_.data() + t * E, L.ffn_norm.data(), xn_.data() + t * E, E, c.rms_eps);
     quantize_rows(xn_.data(), n, E);
-    matmul(L.ffn_gate, xq_.data(), n, gate_.data(), pool_);
-    matmul(L.ffn_up, xq_.data(), n, up_.data(), pool_);
+    matmul(L.ffn_gate, xq_.data(), n, gate_.data(), pool_, &xpack_);
+    matmul(L.ffn_up, xq_.data(), n, up_.data(), pool_, &xpack_);
     silu_mul(gate_.data(), up_.data(), gate_.data(), n * F);
     quantize_rows(gate_.data(), n, F);
-    matmul(L.ffn_down, xq_.data(), n, proj_.data(), pool_);
+    matmul(L.ffn_down, xq_.data(), n, proj_.data(), pool_, &xpack_);
     add_inplace(x_.data(), proj_.data(), n * E);
     if (capture_layer_ == l + 1) std::copy(x_.begin(), x_.begin() + n * E, capture_.begin());
   }
@@ -150,7 +152,7 @@ void Forward::run(std::span<const int32_t> tokens, int64_t start, LogitsMode mod
   if (mode == LogitsMode::None) return;
   const int64_t first = mode == LogitsMode::All ? 0 : n - 1;
   quantize_rows(xn_.data() + first * E, n - first, E);
-  matmul(model_.output(), xq_.data(), n - first, logits_.data(), pool_);
+  matmul(model_.output(), xq_.data(), n - first, logits_.data(), pool_, &xpack_);
 }
 
 }  // namespace tally

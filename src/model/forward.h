@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/activation_pack.h"
 #include "kernels/activation_q8.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
@@ -76,6 +77,7 @@ class Forward {
   std::vector<float> x_;       // (n, n_embd) residual stream
   std::vector<float> xn_;      // (n, n_embd) normed input of the current sub-block
   std::vector<BlockQ8> xq_;    // (n, max(n_embd, q_dim, n_ff) / 32) quantized matmul input
+  ActivationPack xpack_;       // xq_ rearranged for the split-layout kernels
   std::vector<float> q_, k_, v_;  // (n, q_dim) (n, kv_dim) (n, kv_dim)
   std::vector<float> attn_;    // (n, q_dim) attention output
   std::vector<float> proj_;    // (n, n_embd) sub-block output

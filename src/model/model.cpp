@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "kernels/cpu_features.h"
 #include "kernels/dequantize.h"
+#include "kernels/split_layout.h"
 #include "kernels/vec_dot.h"
 
 namespace tally {
@@ -12,7 +14,7 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
   return std::make_unique<Model>(std::make_unique<GgufFile>(path));
 }
 
-WeightMatrix Model::matrix(const std::string& name, int64_t rows, int64_t cols) const {
+WeightMatrix Model::matrix(const std::string& name, int64_t rows, int64_t cols) {
   const GgufTensorInfo* t = file_->find_tensor(name);
   if (!t) fail("{}: missing tensor '{}'", file_->path(), name);
   if (t->dims.size() != 2 || static_cast<int64_t>(t->dims[0]) != cols || static_cast<int64_t>(t->dims[1]) != rows)
@@ -29,6 +31,13 @@ WeightMatrix Model::matrix(const std::string& name, int64_t rows, int64_t cols) 
   w.cols = cols;
   w.row_bytes = row_bytes(t->type, cols);
   w.data = t->data;
+  if (split_supported(w.type, cols) && simd_at_least(SimdLevel::Avx2)) {
+    auto& buf = repacked_.emplace_back(new uint8_t[t->n_bytes]);
+    repack_split(w.type, t->data, buf.get(), rows, cols);
+    file_->release(*t);
+    w.data = buf.get();
+    w.split = true;
+  }
   return w;
 }
 
@@ -76,6 +85,7 @@ uint64_t Model::weight_bytes() const { return file_->total_tensor_bytes(); }
 
 void Model::embed(int32_t token, float* out) const {
   if (token < 0 || token >= cfg_.n_vocab) fail("token id {} is outside the vocabulary [0, {})", token, cfg_.n_vocab);
+  if (token_embd_.split) return dequantize_split_row(token_embd_, token, out);
   dequantize_row(token_embd_.type, token_embd_.row(token), out, cfg_.n_embd);
 }
 

@@ -1,7 +1,9 @@
 #pragma once
 // A loaded decoder: the mapped GGUF file, its configuration and views of its
-// weights. Matrices stay in the file's quantized format inside the mapping
-// (never expanded); only the small norm vectors are copied out as f32.
+// weights. Matrices stay in the file's quantized format (never expanded):
+// inside the mapping, or, for the formats the SIMD kernels read in the split
+// layout, regrouped into a copy of the same size whose source pages are then
+// released. Only the small norm vectors are copied out as f32.
 // Immutable after load; safe to share between threads.
 #include <memory>
 #include <string>
@@ -40,7 +42,7 @@ class Model {
   void embed(int32_t token, float* out) const;
 
  private:
-  WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols) const;
+  WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols);
   std::vector<float> vector(const std::string& name, int64_t n) const;
 
   std::unique_ptr<GgufFile> file_;
@@ -49,6 +51,7 @@ class Model {
   bool tied_ = false;
   std::vector<float> output_norm_;
   std::vector<LayerWeights> layers_;
+  std::vector<std::unique_ptr<uint8_t[]>> repacked_;  // storage of split-layout matrices
 };
 
 }  // namespace tally

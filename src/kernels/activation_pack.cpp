@@ -1,0 +1,41 @@
+#include "kernels/activation_pack.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace tally {
+
+void ActivationPack::reserve(int64_t max_tokens, int64_t max_blocks) {
+  const int64_t b8 = (max_blocks + 7) / 8 * 8;
+  q4.reserve(static_cast<size_t>(max_tokens * max_blocks * 32));
+  d.reserve(static_cast<size_t>(max_tokens * b8));
+  s.reserve(static_cast<size_t>(max_tokens * b8));
+}
+
+void ActivationPack::build(const BlockQ8* x, int64_t n_tokens, int64_t blocks_per_token) {
+  if (blocks_per_token % 2 != 0) fail("activation pack needs an even block count, got {}", blocks_per_token);
+  n = n_tokens;
+  nb = blocks_per_token;
+  nb8 = (nb + 7) / 8 * 8;
+  blocks = x;
+  q4.resize(static_cast<size_t>(n * nb * 32));
+  d.assign(static_cast<size_t>(n * nb8), 0.0f);
+  s.assign(static_cast<size_t>(n * nb8), 0.0f);
+  for (int64_t t = 0; t < n; ++t) {
+    const BlockQ8* xb = x + t * nb;
+    for (int64_t p = 0; p < nb / 2; ++p) {
+      int8_t* out = q4.data() + (t * (nb / 2) + p) * 64;
+      std::memcpy(out, xb[2 * p].q, 16);
+      std::memcpy(out + 16, xb[2 * p + 1].q, 16);
+      std::memcpy(out + 32, xb[2 * p].q + 16, 16);
+      std::memcpy(out + 48, xb[2 * p + 1].q + 16, 16);
+    }
+    for (int64_t b = 0; b < nb; ++b) {
+      d[t * nb8 + b] = xb[b].d;
+      s[t * nb8 + b] = xb[b].s;
+    }
+  }
+}
+
+}  // namespace tally

@@ -1,0 +1,107 @@
+#include "kernels/split_layout.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "kernels/cpu_features.h"
+
+namespace tally {
+namespace {
+
+struct Geometry {
+  int qs_bytes;   // per block
+  int block_bytes;
+  bool has_m;
+};
+
+Geometry geometry(DType t) {
+  switch (t) {
+    case DType::Q4_0: return {16, 18, false};
+    case DType::Q4_1: return {16, 20, true};
+    case DType::Q8_0: return {32, 34, false};
+    default: fail("split layout does not serve {}", dtype_name(t));
+  }
+}
+
+float half_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+
+// Integer value i (0..31) of a block's quants, offset removed for symmetric formats.
+int quant(DType t, const uint8_t* qs, int i) {
+  if (t == DType::Q8_0) return static_cast<int8_t>(qs[i]);
+  const int q = i < 16 ? (qs[i] & 15) : (qs[i - 16] >> 4);
+  return t == DType::Q4_0 ? q - 8 : q;
+}
+
+}  // namespace
+
+bool split_supported(DType type, int64_t cols) {
+  return (type == DType::Q4_0 || type == DType::Q4_1 || type == DType::Q8_0) && cols % 64 == 0;
+}
+
+void repack_split(DType type, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols) {
+  const Geometry g = geometry(type);
+  const int64_t nb = cols / 32;
+  const int64_t row_bytes = nb * g.block_bytes;
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* s = src + r * row_bytes;
+    uint8_t* qs = dst + r * row_bytes;
+    uint8_t* d = qs + nb * g.qs_bytes;
+    uint8_t* m = d + nb * 2;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = s + b * g.block_bytes;
+      std::memcpy(d + 2 * b, blk, 2);
+      if (g.has_m) std::memcpy(m + 2 * b, blk + 2, 2);
+      std::memcpy(qs + b * g.qs_bytes, blk + (g.has_m ? 4 : 2), g.qs_bytes);
+    }
+  }
+}
+
+void dequantize_split_row(const WeightMatrix& w, int64_t r, float* out) {
+  const Geometry g = geometry(w.type);
+  const int64_t nb = w.cols / 32;
+  const uint8_t* qs = w.row(r);
+  const uint8_t* d = qs + nb * g.qs_bytes;
+  const uint8_t* m = d + nb * 2;
+  for (int64_t b = 0; b < nb; ++b) {
+    const float db = half_at(d + 2 * b), mb = g.has_m ? half_at(m + 2 * b) : 0.0f;
+    for (int i = 0; i < 32; ++i) out[b * 32 + i] = db * static_cast<float>(quant(w.type, qs + b * g.qs_bytes, i)) + mb;
+  }
+}
+
+void matmul_split_scalar(const WeightMatrix& w, const BlockQ8* x, int64_t n_tokens, float* y, int64_t r0,
+                         int64_t r1) {
+  const Geometry g = geometry(w.type);
+  const int64_t nb = w.cols / 32;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* qs = w.row(r);
+    const uint8_t* d = qs + nb * g.qs_bytes;
+    const uint8_t* m = d + nb * 2;
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      float acc = 0;
+      for (int64_t b = 0; b < nb; ++b) {
+        const BlockQ8& xb = x[t * nb + b];
+        int32_t isum = 0;
+        for (int i = 0; i < 32; ++i) isum += quant(w.type, qs + b * g.qs_bytes, i) * xb.q[i];
+        acc += half_at(d + 2 * b) * xb.d * static_cast<float>(isum);
+        if (g.has_m) acc += half_at(m + 2 * b) * xb.s;
+      }
+      y[t * w.rows + r] = acc;
+    }
+  }
+}
+
+SplitGemmFn split_gemm_fn(DType type) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (simd_at_least(SimdLevel::Avx2Vnni)) return split_gemm_vnni_fn(type);
+  if (simd_at_least(SimdLevel::Avx2)) return split_gemm_avx2_fn(type);
+#endif
+  (void)type;
+  return nullptr;
+}
+
+}  // namespace tally

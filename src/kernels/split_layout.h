@@ -1,0 +1,31 @@
+#pragma once
+// The split row layout: the same bytes as a GGUF row of Q4_0/Q4_1/Q8_0 blocks,
+// regrouped so that SIMD kernels load scales 8 blocks at a time:
+//   row = qs of all nb blocks (16 or 32 bytes each) | d of all blocks (f16) |
+//         m of all blocks (f16, Q4_1 only).
+// Same size as the native row, so repacking at load costs no memory beyond the
+// copy (the mapped source pages are released afterwards).
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/activation_pack.h"
+#include "kernels/matmul.h"
+
+namespace tally {
+
+// Types and shapes the split kernels serve: Q4_0, Q4_1, Q8_0 with cols % 64 == 0.
+bool split_supported(DType type, int64_t cols);
+// Rewrites rows x cols values from the native layout (src) into dst (same size).
+void repack_split(DType type, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols);
+// Row r of a split matrix as floats (embedding lookups).
+void dequantize_split_row(const WeightMatrix& w, int64_t r, float* out);
+// Scalar reference product for a split matrix: y (n_tokens, rows) for rows [r0, r1).
+void matmul_split_scalar(const WeightMatrix& w, const BlockQ8* x, int64_t n_tokens, float* y, int64_t r0, int64_t r1);
+
+// The SIMD kernel for split matrices at the current level, or nullptr.
+using SplitGemmFn = void (*)(const WeightMatrix& w, const ActivationPack& x, float* y, int64_t r0, int64_t r1);
+SplitGemmFn split_gemm_fn(DType type);
+SplitGemmFn split_gemm_avx2_fn(DType type);
+SplitGemmFn split_gemm_vnni_fn(DType type);
+
+}  // namespace tally
