@@ -17,4 +17,11 @@ void attend(const float* q, const KvLayerView& kv, int64_t kv_head, int64_t n_ke
 void attend_scalar(const float* q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys, float scale,
                    float* scores, float* out, int64_t n_visible = -1);
 
+// The same for the n_q query heads that share kv head `kv_head` (a GQA group),
+// reading each key and value once for all of them. q and out hold n_q head
+// vectors back to back; scores: scratch of n_q * n_keys floats. Each head's
+// result is bit-identical to attend() on that head alone.
+void attend_group(const float* q, int64_t n_q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys, float scale,
+                  float* scores, float* out, int64_t n_visible = -1);
+
 }  // namespace tally

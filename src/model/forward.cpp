@@ -28,7 +28,7 @@ Forward::Forward(const Model& model, ThreadPool& pool, int64_t max_batch, int64_
   up_.resize(n * c.n_ff);
   rope_cos_.resize(n * c.rope_dims / 2);
   rope_sin_.resize(n * c.rope_dims / 2);
-  scores_.resize(static_cast<size_t>(pool.size()) * n_ctx);
+  scores_.resize(static_cast<size_t>(pool.size()) * c.group_size() * n_ctx);
   logits_.resize((all_logits ? n : 1) * static_cast<size_t>(c.n_vocab));
 }
 
@@ -44,13 +44,15 @@ void Forward::attention(const KvLayerView& kv, int64_t n, int64_t start) {
   const AttentionMode mode = mode_;
   // The query at position start+t may see keys [0, start+t]; the lab modes compute the whole chunk.
   auto keys = [&](int64_t t) { return mode == AttentionMode::Causal ? start + t + 1 : start + n; };
-  pool_.parallel_for(n * n_head, [&](int64_t b, int64_t e, int worker) {
-    float* scores = scores_.data() + static_cast<size_t>(worker) * n_ctx_;
+  // One task per (token, kv head): the group of query heads sharing it reads its keys once.
+  const int64_t n_kv = c.n_head_kv;
+  pool_.parallel_for(n * n_kv, [&](int64_t b, int64_t e, int worker) {
+    float* scores = scores_.data() + static_cast<size_t>(worker) * group * n_ctx_;
     for (int64_t i = b; i < e; ++i) {
-      const int64_t t = i / n_head, h = i % n_head;
+      const int64_t t = i / n_kv, g = i % n_kv;
       const int64_t visible = mode == AttentionMode::DenseMasked ? start + t + 1 : -1;
-      attend(q_.data() + t * c.q_dim() + h * hd, kv, h / group, keys(t), scale, scores,
-             attn_.data() + t * c.q_dim() + h * hd, visible);
+      const int64_t off = t * c.q_dim() + g * group * hd;
+      attend_group(q_.data() + off, group, kv, g, keys(t), scale, scores, attn_.data() + off, visible);
     }
   });
   for (int64_t t = 0; t < n; ++t) stats_.attention_scores += static_cast<uint64_t>(n_head) * keys(t);
