@@ -1,13 +1,19 @@
 #!/usr/bin/env python3
 """Side-by-side speed of tally and llama.cpp (through llama-cpp-python) on the
-same GGUF, same threads, same prompt: prefill tokens/s, decode tokens/s and peak
-RSS. Runs alternate A/B/A/B so that drift of a noisy machine hits both; the
-table reports medians and the tally/llama.cpp ratio.
+same GGUF, same threads, same tokens, in one run. Three tests, as in the
+targets of docs/performance.md:
+
+  pp512        prefill of 512 tokens into an empty cache
+  tg128 @ 0    128 decode steps right after a 1-token prompt
+  tg64 @ 2048  64 decode steps after a 2048-token prefill
+
+Engines alternate A/B/A/B so that drift of a noisy machine hits both; the
+table reports medians and the tally/llama.cpp ratio, plus peak RSS.
 
   python bench/compare_llama_cpp.py [--model PATH] [--tally build/release/tally]
-      [--threads 1,2] [--prompt-tokens 128] [--gen-tokens 64] [--reps 3] [--markdown]
+      [--threads 1,2] [--reps 3] [--markdown]
 
-Needs llama-cpp-python in the Python that runs it (see scripts/requirements-fixtures.txt).
+Needs llama-cpp-python in the Python that runs it (scripts/requirements-fixtures.txt).
 """
 import argparse
 import json
@@ -21,9 +27,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MODEL = Path(os.environ.get("TALLY_HOME", Path.home() / ".cache/tally")) / "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+TESTS = [("pp512", 512, 1), ("tg128 @ 0", 1, 128), ("tg64 @ 2048", 2048, 64)]  # name, prompt, generated
 
 LLAMA_RUNNER = textwrap.dedent("""
     import json, sys, time
+    import numpy as np
     from llama_cpp import Llama
     model, threads, ctx, ids_json, n_gen = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
     ids = json.load(open(ids_json))
@@ -32,18 +40,42 @@ LLAMA_RUNNER = textwrap.dedent("""
                 logits_all=False, verbose=False)
     load = time.perf_counter() - t0
     t0 = time.perf_counter(); llm.eval(ids); prefill = time.perf_counter() - t0
-    import numpy as np
     tok = int(np.argmax(llm.scores[llm.n_tokens - 1])); steps = 0
     t0 = time.perf_counter()
-    for _ in range(n_gen - 1):
+    for _ in range(n_gen):
         llm.eval([tok]); steps += 1
         tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
     decode = time.perf_counter() - t0
-    print(json.dumps({"load_ms": load * 1e3, "prefill_tps": len(ids) / prefill, "decode_tps": steps / decode}))
+    print(json.dumps({"load_ms": load * 1e3, "prefill_tps": len(ids) / prefill, "decode_tps": steps / decode if steps else 0}))
 """)
 
 
-def measure(cmd):
+def prompt_ids(tally, model, n_tokens):
+    text = (ROOT / "tests/fixtures/text/pride_and_prejudice_ch1.txt").read_text()
+    ids = json.loads(subprocess.check_output([tally, "tokenize", "-m", model, "--json", text]))["ids"]
+    while len(ids) < n_tokens:
+        ids = ids + ids
+    return ids[:n_tokens]
+
+
+def run_tally(tally, model, ids, n_gen, threads, ctx):
+    # The ids go in as text; detokenize + tokenize round-trips this English text exactly.
+    text = subprocess.check_output([tally, "detokenize", "-m", model] + [str(i) for i in ids], text=True)[:-1]
+    out = measure_rss([tally, "run", "-m", model, "-p", text, "-n", str(n_gen + 1), "--temp", "0", "--ignore-eos",
+                       "-t", str(threads), "-c", str(ctx), "--batch", "512", "--json"])
+    j = json.loads(out[0])
+    return j["timings"]["prefill_tps"], j["timings"]["decode_tps"], out[1], j["prompt_tokens"]
+
+
+def run_llama(model, ids, n_gen, threads, ctx, ids_path):
+    with open(ids_path, "w") as f:
+        json.dump(ids, f)
+    out = measure_rss([sys.executable, "-c", LLAMA_RUNNER, model, str(threads), str(ctx), ids_path, str(n_gen)])
+    j = json.loads(out[0])
+    return j["prefill_tps"], j["decode_tps"], out[1], len(ids)
+
+
+def measure_rss(cmd):
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out = proc.stdout.read()
     err = proc.stderr.read()
@@ -53,70 +85,42 @@ def measure(cmd):
     return out, usage.ru_maxrss / 1024.0
 
 
-def prompt_of(tally, model, n_tokens):
-    text = (ROOT / "tests/fixtures/text/pride_and_prejudice_ch1.txt").read_text()
-    ids = json.loads(subprocess.check_output([tally, "tokenize", "-m", model, "--json", text]))["ids"]
-    while len(ids) < n_tokens:
-        ids = ids + ids
-    ids = ids[:n_tokens]
-    return ids, subprocess.check_output([tally, "detokenize", "-m", model] + [str(i) for i in ids], text=True)[:-1]
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=str(DEFAULT_MODEL))
     ap.add_argument("--tally", default=str(ROOT / "build/release/tally"))
     ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--prompt-tokens", type=int, default=128)
-    ap.add_argument("--gen-tokens", type=int, default=64)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--markdown", action="store_true")
     a = ap.parse_args()
 
-    ids, text = prompt_of(a.tally, a.model, a.prompt_tokens)
-    ctx = a.prompt_tokens + a.gen_tokens + 16
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(ids, f)
-        ids_path = f.name
+    ids_path = tempfile.mktemp(suffix=".json")
     rows = []
     for t in [int(x) for x in a.threads.split(",")]:
-        res = {"tally": [], "llama.cpp": []}
-        for _ in range(a.reps):
-            out, rss = measure([a.tally, "run", "-m", a.model, "-p", text, "-n", str(a.gen_tokens), "--temp", "0",
-                                "-t", str(t), "-c", str(ctx), "--json"])
-            j = json.loads(out)
-            if j["prompt_tokens"] != len(ids):
-                print(f"note: tally tokenized the prompt to {j['prompt_tokens']} tokens", file=sys.stderr)
-            res["tally"].append((j["timings"]["prefill_tps"], j["timings"]["decode_tps"], rss))
-            out, rss = measure([sys.executable, "-c", LLAMA_RUNNER, a.model, str(t), str(ctx), ids_path,
-                                str(a.gen_tokens)])
-            j = json.loads(out)
-            res["llama.cpp"].append((j["prefill_tps"], j["decode_tps"], rss))
-        med = {k: [statistics.median(x[i] for x in v) for i in range(3)] for k, v in res.items()}
-        rows.append((t, med))
-    os.unlink(ids_path)
-
-    hdr = (f"prompt {a.prompt_tokens} tokens, {a.gen_tokens} generated, greedy, medians of {a.reps} "
-           f"interleaved runs; RSS of the llama.cpp column includes the Python interpreter")
+        for name, n_prompt, n_gen in TESTS:
+            ids = prompt_ids(a.tally, a.model, n_prompt)
+            ctx = n_prompt + n_gen + 16
+            res = {"tally": [], "llama.cpp": []}
+            for _ in range(a.reps):
+                res["tally"].append(run_tally(a.tally, a.model, ids, n_gen, t, ctx))
+                res["llama.cpp"].append(run_llama(a.model, ids, n_gen, t, ctx, ids_path))
+            pick = 0 if name.startswith("pp") else 1
+            med = {k: (statistics.median(r[pick] for r in v), max(r[2] for r in v), v[0][3]) for k, v in res.items()}
+            rows.append((t, name, med))
+            if not a.markdown:
+                print(f"threads {t} {name:>12}: tally {med['tally'][0]:7.1f} tok/s, llama.cpp {med['llama.cpp'][0]:7.1f} "
+                      f"tok/s, ratio {med['tally'][0] / med['llama.cpp'][0]:.2f}x; peak RSS {med['tally'][1]:.0f} / "
+                      f"{med['llama.cpp'][1]:.0f} MiB", flush=True)
+    if os.path.exists(ids_path):
+        os.unlink(ids_path)
     if a.markdown:
-        print(hdr + "\n")
-        print("| threads | engine | prefill tok/s | decode tok/s | peak RSS MiB |")
-        print("|---|---|---|---|---|")
-    for t, med in rows:
-        for eng in ("tally", "llama.cpp"):
-            p, d, r = med[eng]
-            if a.markdown:
-                print(f"| {t} | {eng} | {p:.1f} | {d:.1f} | {r:.0f} |")
-            else:
-                print(f"threads {t} {eng:>9}: prefill {p:8.1f} tok/s  decode {d:7.1f} tok/s  peak RSS {r:6.0f} MiB")
-        rp = med["tally"][0] / med["llama.cpp"][0]
-        rd = med["tally"][1] / med["llama.cpp"][1]
-        if a.markdown:
-            print(f"| {t} | ratio tally/llama.cpp | {rp:.2f}x | {rd:.2f}x | |")
-        else:
-            print(f"threads {t}     ratio: prefill {rp:.2f}x  decode {rd:.2f}x")
-    if not a.markdown:
-        print(hdr)
+        print(f"medians of {a.reps} interleaved runs per cell; tokens/s; peak RSS of the llama.cpp process "
+              "includes the Python interpreter\n")
+        print("| threads | test | tally | llama.cpp | ratio | tally RSS MiB | llama.cpp RSS MiB |")
+        print("|---|---|---|---|---|---|---|")
+        for t, name, med in rows:
+            print(f"| {t} | {name} | {med['tally'][0]:.1f} | {med['llama.cpp'][0]:.1f} | "
+                  f"{med['tally'][0] / med['llama.cpp'][0]:.2f}x | {med['tally'][1]:.0f} | {med['llama.cpp'][1]:.0f} |")
 
 
 if __name__ == "__main__":

@@ -56,6 +56,14 @@ inline uint16_t f32_to_f16(float f) {
   return (uint16_t)(sign | r);
 }
 
+// An fp16 field of a quantized block: blocks inside a GGUF mapping are not
+// aligned for their 2-byte members (block sizes 18, 20, 22, ... bytes).
+inline float load_f16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+
 inline float bf16_to_f32(uint16_t h) {
   const uint32_t bits = (uint32_t)h << 16;
   float f;

@@ -8,14 +8,8 @@
 namespace tally {
 namespace {
 
-// Fields are read with memcpy: blocks inside a GGUF mapping are not aligned
-// for their fp16/u32 members (block sizes 18, 20, 22, ... bytes).
-inline float load_f16(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return f16_to_f32(h);
-}
-
+// Fields are read with memcpy (load_f16 too): blocks inside a GGUF mapping
+// are not aligned for their fp16/u32 members.
 inline uint32_t load_u32(const uint8_t* p) {
   uint32_t v;
   std::memcpy(&v, p, 4);

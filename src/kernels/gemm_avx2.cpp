@@ -1,23 +1,18 @@
 // AVX2 instances of the tiled kernels (this file is compiled with -mavx2
 // -mfma -mf16c and only called after the CPU check). The per-dot AVX2 kernels
 // of vec_dot.h are the 1 x 1 tile, so every SIMD path shares one block formula.
-#include "core/dtype.h"
 #include "kernels/gemm.h"
 #include "kernels/split_layout.h"
+#include "kernels/vec_dot.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include "kernels/gemm_tiles.h"
 #endif
-#include "kernels/vec_dot.h"
 
 namespace tally {
 
 #if defined(__x86_64__) || defined(__i386__)
 namespace {
-template <class F>
-void gemm_avx2(const WeightMatrix& w, const BlockQ8* x, int64_t n, float* y, int64_t r0, int64_t r1) {
-  gemm_rows<F, DotAvx2>(w, x, n, y, r0, r1);
-}
-
 template <class F>
 float dot_avx2(const uint8_t* wrow, const BlockQ8* x, int64_t n) {
   WeightMatrix w;
@@ -30,34 +25,11 @@ float dot_avx2(const uint8_t* wrow, const BlockQ8* x, int64_t n) {
 }
 }  // namespace
 
-GemmFn gemm_avx2_fn(DType type) {
-  switch (type) {
-    case DType::Q4_0: return gemm_avx2<FmtQ4_0>;
-    case DType::Q4_1: return gemm_avx2<FmtQ4_1>;
-    case DType::Q8_0: return gemm_avx2<FmtQ8_0>;
-    default: return nullptr;
-  }
-}
-
+GemmFn gemm_avx2_fn(DType type) { return gemm_for<DotAvx2>(type); }
+SplitGemmFn split_gemm_avx2_fn(DType type) { return split_gemm_for<DotAvx2>(type); }
 float vec_dot_q8_0_q8_avx2(const uint8_t* w, const BlockQ8* x, int64_t n) { return dot_avx2<FmtQ8_0>(w, x, n); }
 float vec_dot_q4_0_q8_avx2(const uint8_t* w, const BlockQ8* x, int64_t n) { return dot_avx2<FmtQ4_0>(w, x, n); }
 float vec_dot_q4_1_q8_avx2(const uint8_t* w, const BlockQ8* x, int64_t n) { return dot_avx2<FmtQ4_1>(w, x, n); }
-
-namespace {
-template <class S>
-void split_avx2(const WeightMatrix& w, const ActivationPack& x, float* y, int64_t r0, int64_t r1) {
-  split_rows<S, DotAvx2>(w, x, y, r0, r1);
-}
-}  // namespace
-
-SplitGemmFn split_gemm_avx2_fn(DType type) {
-  switch (type) {
-    case DType::Q4_0: return split_avx2<SplitQ4_0>;
-    case DType::Q4_1: return split_avx2<SplitQ4_1>;
-    case DType::Q8_0: return split_avx2<SplitQ8_0>;
-    default: return nullptr;
-  }
-}
 #else
 GemmFn gemm_avx2_fn(DType) { return nullptr; }
 SplitGemmFn split_gemm_avx2_fn(DType) { return nullptr; }

@@ -10,7 +10,9 @@
 
 #include "kernels/activation_pack.h"
 #include "kernels/activation_q8.h"
+#include "kernels/gemm.h"
 #include "kernels/matmul.h"
+#include "kernels/split_layout.h"
 
 namespace tally {
 namespace {
@@ -257,6 +259,40 @@ __attribute__((always_inline)) inline void split_rows(const WeightMatrix& w, con
       for (int64_t t = t0; t < t1; ++t) split_tile<S, D, 4>(w, r, x, t, y);
     for (; r < r1; ++r)
       for (int64_t t = t0; t < t1; ++t) split_tile<S, D, 1>(w, r, x, t, y);
+  }
+}
+
+// The kernels of one instruction set (D), by weight type: each SIMD
+// translation unit instantiates these once.
+template <class D>
+GemmFn gemm_for(DType type) {
+  switch (type) {
+    case DType::Q4_0: return [](const WeightMatrix& w, const BlockQ8* x, int64_t n, float* y, int64_t r0, int64_t r1) {
+      gemm_rows<FmtQ4_0, D>(w, x, n, y, r0, r1);
+    };
+    case DType::Q4_1: return [](const WeightMatrix& w, const BlockQ8* x, int64_t n, float* y, int64_t r0, int64_t r1) {
+      gemm_rows<FmtQ4_1, D>(w, x, n, y, r0, r1);
+    };
+    case DType::Q8_0: return [](const WeightMatrix& w, const BlockQ8* x, int64_t n, float* y, int64_t r0, int64_t r1) {
+      gemm_rows<FmtQ8_0, D>(w, x, n, y, r0, r1);
+    };
+    default: return nullptr;
+  }
+}
+
+template <class D>
+SplitGemmFn split_gemm_for(DType type) {
+  switch (type) {
+    case DType::Q4_0: return [](const WeightMatrix& w, const ActivationPack& x, float* y, int64_t r0, int64_t r1) {
+      split_rows<SplitQ4_0, D>(w, x, y, r0, r1);
+    };
+    case DType::Q4_1: return [](const WeightMatrix& w, const ActivationPack& x, float* y, int64_t r0, int64_t r1) {
+      split_rows<SplitQ4_1, D>(w, x, y, r0, r1);
+    };
+    case DType::Q8_0: return [](const WeightMatrix& w, const ActivationPack& x, float* y, int64_t r0, int64_t r1) {
+      split_rows<SplitQ8_0, D>(w, x, y, r0, r1);
+    };
+    default: return nullptr;
   }
 }
 

@@ -24,12 +24,6 @@ Geometry geometry(DType t) {
   }
 }
 
-float half_at(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return f16_to_f32(h);
-}
-
 // Integer value i (0..31) of a block's quants, offset removed for symmetric formats.
 int quant(DType t, const uint8_t* qs, int i) {
   if (t == DType::Q8_0) return static_cast<int8_t>(qs[i]);
@@ -68,7 +62,7 @@ void dequantize_split_row(const WeightMatrix& w, int64_t r, float* out) {
   const uint8_t* d = qs + nb * g.qs_bytes;
   const uint8_t* m = d + nb * 2;
   for (int64_t b = 0; b < nb; ++b) {
-    const float db = half_at(d + 2 * b), mb = g.has_m ? half_at(m + 2 * b) : 0.0f;
+    const float db = load_f16(d + 2 * b), mb = g.has_m ? load_f16(m + 2 * b) : 0.0f;
     for (int i = 0; i < 32; ++i) out[b * 32 + i] = db * static_cast<float>(quant(w.type, qs + b * g.qs_bytes, i)) + mb;
   }
 }
@@ -87,8 +81,8 @@ void matmul_split_scalar(const WeightMatrix& w, const BlockQ8* x, int64_t n_toke
         const BlockQ8& xb = x[t * nb + b];
         int32_t isum = 0;
         for (int i = 0; i < 32; ++i) isum += quant(w.type, qs + b * g.qs_bytes, i) * xb.q[i];
-        acc += half_at(d + 2 * b) * xb.d * static_cast<float>(isum);
-        if (g.has_m) acc += half_at(m + 2 * b) * xb.s;
+        acc += load_f16(d + 2 * b) * xb.d * static_cast<float>(isum);
+        if (g.has_m) acc += load_f16(m + 2 * b) * xb.s;
       }
       y[t * w.rows + r] = acc;
     }

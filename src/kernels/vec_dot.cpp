@@ -11,12 +11,6 @@
 namespace tally {
 namespace {
 
-inline float load_f16(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return f16_to_f32(h);
-}
-
 // 32-value formats: integer sum per block, one float multiply-add per block.
 // Q(b, i) is the weight's integer value i of block b (offset already removed
 // for the symmetric formats).

@@ -20,7 +20,7 @@ void add_run(CLI::App& app) {
     SamplerParams sampling;
     std::string prompt;
     int64_t n_predict = 128;
-    bool no_cache = false, chat = false, json = false;
+    bool no_cache = false, chat = false, json = false, ignore_eos = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("run", "Generate text from a prompt");
@@ -31,6 +31,7 @@ void add_run(CLI::App& app) {
   cmd->add_flag("--no-cache", o->no_cache, "Recompute the whole sequence at every step (the baseline)");
   cmd->add_flag("--chat", o->chat, "Wrap the prompt in the model's chat template as a user turn");
   cmd->add_flag("--json", o->json, "Print one JSON object at the end instead of streaming");
+  cmd->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at end-of-generation tokens (benchmarks)");
   cmd->callback([o] {
     o->sampling.validate();
     if (o->n_predict < 0) fail("-n must be >= 0, got {}", o->n_predict);
@@ -49,7 +50,7 @@ void add_run(CLI::App& app) {
     g.max_tokens = o->n_predict;
     g.use_cache = !o->no_cache;
     g.sampling = o->sampling;
-    g.is_stop = [&tok](int32_t id) { return tok.is_end_of_generation(id); };
+    if (!o->ignore_eos) g.is_stop = [&tok](int32_t id) { return tok.is_end_of_generation(id); };
     StreamDecoder stream(tok);
     std::string generated_text;
     const GenerateResult r = generate(session, prompt, g, [&](int32_t id) {
