@@ -107,10 +107,9 @@ def main():
             pick = 0 if name.startswith("pp") else 1
             med = {k: (statistics.median(r[pick] for r in v), max(r[2] for r in v), v[0][3]) for k, v in res.items()}
             rows.append((t, name, med))
-            if not a.markdown:
-                print(f"threads {t} {name:>12}: tally {med['tally'][0]:7.1f} tok/s, llama.cpp {med['llama.cpp'][0]:7.1f} "
+            print(f"threads {t} {name:>12}: tally {med['tally'][0]:7.1f} tok/s, llama.cpp {med['llama.cpp'][0]:7.1f} "
                       f"tok/s, ratio {med['tally'][0] / med['llama.cpp'][0]:.2f}x; peak RSS {med['tally'][1]:.0f} / "
-                      f"{med['llama.cpp'][1]:.0f} MiB", flush=True)
+                      f"{med['llama.cpp'][1]:.0f} MiB", file=sys.stderr if a.markdown else sys.stdout, flush=True)
     if os.path.exists(ids_path):
         os.unlink(ids_path)
     if a.markdown:

@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <cstring>
 
 #include "kernels/activation_pack.h"
@@ -148,12 +149,13 @@ inline __m256 load_half8(const uint8_t* p, int64_t count) {
 // Integer sums of blocks [b0, b0 + count) (count <= 8, even) of a Q4 row with
 // one token, in natural block order. Each 32-byte load holds two blocks' nibbles:
 // the low nibbles meet the pair's values 0..15, the high ones 16..31.
-template <class D>
-inline __m256i q4_group_sums(const uint8_t* qs, int64_t b0, int64_t count, const int8_t* xpairs) {
+template <class D, bool kFull>
+__attribute__((always_inline)) inline __m256i q4_group_sums(const uint8_t* qs, int64_t b0, int64_t count,
+                                                            const int8_t* xpairs) {
   const __m256i m4 = _mm256_set1_epi8(15);
   __m256i p[4];
   for (int k = 0; k < 4; ++k) {
-    if (2 * k >= count) {
+    if (!kFull && 2 * k >= count) {
       p[k] = _mm256_setzero_si256();
       continue;
     }
@@ -169,11 +171,12 @@ inline __m256i q4_group_sums(const uint8_t* qs, int64_t b0, int64_t count, const
 }
 
 // The same for signed Q8_0 rows (|w| as the unsigned operand, the sign moved to x).
-template <class D>
-inline __m256i q8_group_sums(const uint8_t* qs, int64_t b0, int64_t count, const BlockQ8* x) {
+template <class D, bool kFull>
+__attribute__((always_inline)) inline __m256i q8_group_sums(const uint8_t* qs, int64_t b0, int64_t count,
+                                                            const BlockQ8* x) {
   __m256i v[8];
   for (int k = 0; k < 8; ++k) {
-    if (k >= count) {
+    if (!kFull && k >= count) {
       v[k] = _mm256_setzero_si256();
       continue;
     }
@@ -191,27 +194,27 @@ struct SplitQ4_1 {
   static constexpr int kQsBytes = 16;
   static constexpr bool kMin = true, kMinIsD = false;
   static constexpr float kMinScale = 1.0f;
-  template <class D>
+  template <class D, bool kFull>
   static __m256i sums(const uint8_t* qs, int64_t b0, int64_t count, const ActivationPack& x, int64_t t) {
-    return q4_group_sums<D>(qs, b0, count, x.q4_pair(t, 0));
+    return q4_group_sums<D, kFull>(qs, b0, count, x.q4_pair(t, 0));
   }
 };
 struct SplitQ4_0 {  // (q - 8) d = q d + (-8) d: the min term reuses d
   static constexpr int kQsBytes = 16;
   static constexpr bool kMin = true, kMinIsD = true;
   static constexpr float kMinScale = -8.0f;
-  template <class D>
+  template <class D, bool kFull>
   static __m256i sums(const uint8_t* qs, int64_t b0, int64_t count, const ActivationPack& x, int64_t t) {
-    return q4_group_sums<D>(qs, b0, count, x.q4_pair(t, 0));
+    return q4_group_sums<D, kFull>(qs, b0, count, x.q4_pair(t, 0));
   }
 };
 struct SplitQ8_0 {
   static constexpr int kQsBytes = 32;
   static constexpr bool kMin = false, kMinIsD = false;
   static constexpr float kMinScale = 0.0f;
-  template <class D>
+  template <class D, bool kFull>
   static __m256i sums(const uint8_t* qs, int64_t b0, int64_t count, const ActivationPack& x, int64_t t) {
-    return q8_group_sums<D>(qs, b0, count, x.blocks + t * x.nb);
+    return q8_group_sums<D, kFull>(qs, b0, count, x.blocks + t * x.nb);
   }
 };
 
@@ -226,21 +229,25 @@ __attribute__((always_inline)) inline void split_tile(const WeightMatrix& w, int
   for (int i = 0; i < R; ++i) acc[i] = accm[i] = _mm256_setzero_ps(), qs[i] = w.row(r + i);
   const float* dx_row = x.d_row(t);
   const float* sx_row = x.s_row(t);
-  for (int64_t b0 = 0; b0 < nb; b0 += 8) {
-    const int64_t count = std::min<int64_t>(8, nb - b0);
+  // Full groups of 8 blocks without branches, then at most one tail group.
+  auto group = [&](auto full, int64_t b0, int64_t count) __attribute__((always_inline)) {
+    constexpr bool kFull = decltype(full)::value;
     const __m256 dx = _mm256_loadu_ps(dx_row + b0);
     const __m256 sx = _mm256_loadu_ps(sx_row + b0);
     for (int i = 0; i < R; ++i) {
       const uint8_t* dw_ptr = qs[i] + nb * S::kQsBytes;
-      const __m256 dw = load_half8(dw_ptr + 2 * b0, count);
-      const __m256i sums = S::template sums<D>(qs[i], b0, count, x, t);
+      const __m256 dw = load_half8(dw_ptr + 2 * b0, kFull ? 8 : count);
+      const __m256i sums = S::template sums<D, kFull>(qs[i], b0, count, x, t);
       acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(dw, dx), acc[i]);
       if constexpr (S::kMin) {
-        const __m256 mw = S::kMinIsD ? dw : load_half8(dw_ptr + 2 * nb + 2 * b0, count);
+        const __m256 mw = S::kMinIsD ? dw : load_half8(dw_ptr + 2 * nb + 2 * b0, kFull ? 8 : count);
         accm[i] = _mm256_fmadd_ps(mw, sx, accm[i]);
       }
     }
-  }
+  };
+  const int64_t full_end = nb / 8 * 8;
+  for (int64_t b0 = 0; b0 < full_end; b0 += 8) group(std::true_type{}, b0, 8);
+  if (full_end < nb) group(std::false_type{}, full_end, nb - full_end);
   for (int i = 0; i < R; ++i) {
     float v = hsum(acc[i]);
     if constexpr (S::kMin) v += S::kMinScale * hsum(accm[i]);
@@ -252,11 +259,12 @@ template <class S, class D>
 __attribute__((always_inline)) inline void split_rows(const WeightMatrix& w, const ActivationPack& x, float* y,
                                                       int64_t r0, int64_t r1) {
   constexpr int64_t kTokenChunk = 16;  // keeps the chunk's packed activations in L1
+  constexpr int kRows = 4;
   for (int64_t t0 = 0; t0 < x.n; t0 += kTokenChunk) {
     const int64_t t1 = std::min(x.n, t0 + kTokenChunk);
     int64_t r = r0;
-    for (; r + 4 <= r1; r += 4)
-      for (int64_t t = t0; t < t1; ++t) split_tile<S, D, 4>(w, r, x, t, y);
+    for (; r + kRows <= r1; r += kRows)
+      for (int64_t t = t0; t < t1; ++t) split_tile<S, D, kRows>(w, r, x, t, y);
     for (; r < r1; ++r)
       for (int64_t t = t0; t < t1; ++t) split_tile<S, D, 1>(w, r, x, t, y);
   }
