@@ -30,6 +30,11 @@ struct ScalarOps {
   static void axpys(float* out, int64_t n_q, const float* w, int64_t stride, const uint8_t* v, int64_t n, DType t) {
     for (int64_t h = 0; h < n_q; ++h) axpy(out + h * n, w[h * stride], v, n, t);
   }
+  // dots for m keys `step` bytes apart: scores[h * stride + j] for key j.
+  static void dots_block(const float* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t,
+                         float scale, float* scores, int64_t stride) {
+    for (int64_t j = 0; j < m; ++j) dots(q, n_q, k + j * step, n, t, scale, scores + j, stride);
+  }
   static void softmax(float* x, int64_t n) { tally::softmax(x, n); }
   static void weighted_sum(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
                            int64_t n_used);
@@ -71,6 +76,40 @@ struct Avx2Ops {
       for (int64_t h = 0; h < n_q; ++h) acc[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + h * n + i), kv, acc[h]);
     }
     for (int64_t h = 0; h < n_q; ++h) scores[h * stride] = hsum(acc[h]) * scale;
+  }
+  template <int NQ, bool kF32>
+  TALLY_AVX2 static void dots_block_t(const float* q, const uint8_t* k, int64_t m, uint64_t step, int64_t n,
+                                      float scale, float* scores, int64_t stride) {
+    for (int64_t j = 0; j < m; ++j, k += step) {
+      __m256 acc[NQ];
+      for (int h = 0; h < NQ; ++h) acc[h] = _mm256_setzero_ps();
+      for (int64_t i = 0; i < n; i += 8) {
+        const __m256 kv = kF32 ? _mm256_loadu_ps(reinterpret_cast<const float*>(k) + i)
+                               : _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k + 2 * i)));
+        for (int h = 0; h < NQ; ++h) acc[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + h * n + i), kv, acc[h]);
+      }
+      for (int h = 0; h < NQ; ++h) scores[h * stride + j] = hsum(acc[h]) * scale;
+    }
+  }
+  template <int NQ>
+  TALLY_AVX2 static void dots_block_n(const float* q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t,
+                                      float scale, float* scores, int64_t stride) {
+    if (t == DType::F32) return dots_block_t<NQ, true>(q, k, m, step, n, scale, scores, stride);
+    dots_block_t<NQ, false>(q, k, m, step, n, scale, scores, stride);
+  }
+  TALLY_AVX2 static void dots_block(const float* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n,
+                                    DType t, float scale, float* scores, int64_t stride) {
+    if (n % 8 == 0) {
+      switch (n_q) {
+        case 1: return dots_block_n<1>(q, k, m, step, n, t, scale, scores, stride);
+        case 2: return dots_block_n<2>(q, k, m, step, n, t, scale, scores, stride);
+        case 3: return dots_block_n<3>(q, k, m, step, n, t, scale, scores, stride);
+        case 4: return dots_block_n<4>(q, k, m, step, n, t, scale, scores, stride);
+        case 8: return dots_block_n<8>(q, k, m, step, n, t, scale, scores, stride);
+        default: break;
+      }
+    }
+    for (int64_t j = 0; j < m; ++j) dots(q, n_q, k + j * step, n, t, scale, scores + j, stride);
   }
   TALLY_AVX2 static void axpys(float* out, int64_t n_q, const float* w, int64_t stride, const uint8_t* v, int64_t n,
                                DType t) {
@@ -129,25 +168,46 @@ struct Avx2Ops {
     for (; i < n; ++i) x[i] *= static_cast<float>(1.0 / sum);
   }
   // Dimension slices outer, keys inner: the group's partial outputs stay in registers.
-  TALLY_AVX2 static void weighted_sum(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv,
-                                      int64_t g, int64_t n_used) {
+  template <int NQ, bool kF32>
+  TALLY_AVX2 static void weighted_sum_t(float* out, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
+                                        int64_t n_used) {
     const int64_t hd = kv.head_dim, bs = kv.block_size;
-    if (hd % 8 != 0 || n_q > kMaxGroup) return weighted_sum_by_key<Avx2Ops>(out, n_q, w, stride, kv, g, n_used);
-    const uint64_t step = kv.pos_stride * (kv.type == DType::F32 ? 4 : 2);
+    const uint64_t step = kv.pos_stride * (kF32 ? 4 : 2);
     for (int64_t i = 0; i < hd; i += 8) {
-      __m256 acc[kMaxGroup];
-      for (int64_t h = 0; h < n_q; ++h) acc[h] = _mm256_setzero_ps();
+      __m256 acc[NQ];
+      for (int h = 0; h < NQ; ++h) acc[h] = _mm256_setzero_ps();
       for (int64_t p0 = 0; p0 < n_used; p0 += bs) {
         const uint8_t* v = kv.v_head(p0 / bs, g);
         const int64_t m = std::min(bs, n_used - p0);
         for (int64_t j = 0; j < m; ++j) {
-          const __m256 vv = load8(v + j * step, i, kv.type);
-          for (int64_t h = 0; h < n_q; ++h)
-            acc[h] = _mm256_fmadd_ps(_mm256_set1_ps(w[h * stride + p0 + j]), vv, acc[h]);
+          const uint8_t* vj = v + j * step;
+          const __m256 vv = kF32 ? _mm256_loadu_ps(reinterpret_cast<const float*>(vj) + i)
+                                 : _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(vj + 2 * i)));
+          for (int h = 0; h < NQ; ++h) acc[h] = _mm256_fmadd_ps(_mm256_set1_ps(w[h * stride + p0 + j]), vv, acc[h]);
         }
       }
-      for (int64_t h = 0; h < n_q; ++h) _mm256_storeu_ps(out + h * hd + i, acc[h]);
+      for (int h = 0; h < NQ; ++h) _mm256_storeu_ps(out + h * hd + i, acc[h]);
     }
+  }
+  template <int NQ>
+  TALLY_AVX2 static void weighted_sum_n(float* out, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
+                                        int64_t n_used) {
+    if (kv.type == DType::F32) return weighted_sum_t<NQ, true>(out, w, stride, kv, g, n_used);
+    weighted_sum_t<NQ, false>(out, w, stride, kv, g, n_used);
+  }
+  TALLY_AVX2 static void weighted_sum(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv,
+                                      int64_t g, int64_t n_used) {
+    if (kv.head_dim % 8 == 0) {
+      switch (n_q) {
+        case 1: return weighted_sum_n<1>(out, w, stride, kv, g, n_used);
+        case 2: return weighted_sum_n<2>(out, w, stride, kv, g, n_used);
+        case 3: return weighted_sum_n<3>(out, w, stride, kv, g, n_used);
+        case 4: return weighted_sum_n<4>(out, w, stride, kv, g, n_used);
+        case 8: return weighted_sum_n<8>(out, w, stride, kv, g, n_used);
+        default: break;
+      }
+    }
+    weighted_sum_by_key<Avx2Ops>(out, n_q, w, stride, kv, g, n_used);
   }
   TALLY_AVX2 static float hmax(__m256 v) {
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -193,7 +253,7 @@ void attend_impl(const float* q, int64_t n_q, const KvLayerView& kv, int64_t g, 
   for (int64_t p0 = 0; p0 < n_keys; p0 += bs) {
     const uint8_t* k = kv.k_head(p0 / bs, g);
     const int64_t m = std::min(bs, n_keys - p0);
-    for (int64_t j = 0; j < m; ++j) Ops::dots(q, n_q, k + j * step, hd, kv.type, scale, scores + p0 + j, n_keys);
+    Ops::dots_block(q, n_q, k, m, step, hd, kv.type, scale, scores + p0, n_keys);
   }
   const int64_t n_used = n_visible >= 0 ? std::min(n_visible, n_keys) : n_keys;
   for (int64_t h = 0; h < n_q; ++h) {
