@@ -147,112 +147,138 @@ inline __m256 load_half8(const uint8_t* p, int64_t count) {
 }
 
 // Integer sums of blocks [b0, b0 + count) (count <= 8, even) of a Q4 row with
-// one token, in natural block order. Each 32-byte load holds two blocks' nibbles:
-// the low nibbles meet the pair's values 0..15, the high ones 16..31.
-template <class D, bool kFull>
-__attribute__((always_inline)) inline __m256i q4_group_sums(const uint8_t* qs, int64_t b0, int64_t count,
-                                                            const int8_t* xpairs) {
+// T tokens, in natural block order (out[j] for token j). Each 32-byte load
+// holds two blocks' nibbles, unpacked once for all T tokens: the low nibbles
+// meet the pair's values 0..15, the high ones 16..31.
+template <class D, bool kFull, int T>
+__attribute__((always_inline)) inline void q4_group_sums(const uint8_t* qs, int64_t b0, int64_t count,
+                                                         const int8_t* const* xpairs, __m256i* out) {
   const __m256i m4 = _mm256_set1_epi8(15);
-  __m256i p[4];
+  __m256i p[T][4];
   for (int k = 0; k < 4; ++k) {
     if (!kFull && 2 * k >= count) {
-      p[k] = _mm256_setzero_si256();
+      for (int j = 0; j < T; ++j) p[j][k] = _mm256_setzero_si256();
       continue;
     }
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + (b0 + 2 * k) * 16));
-    const int8_t* xp = xpairs + (b0 / 2 + k) * 64;
     const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-    p[k] = D::dot_acc(D::dot(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xp))), hi,
-                      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xp + 32)));
+    for (int j = 0; j < T; ++j) {
+      const int8_t* xp = xpairs[j] + (b0 / 2 + k) * 64;
+      p[j][k] = D::dot_acc(D::dot(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xp))), hi,
+                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xp + 32)));
+    }
   }
-  // p[k] = [block 2k: 4 partial sums | block 2k+1: 4]; three hadds leave [b0 b2 b4 b6 | b1 b3 b5 b7].
-  const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
-  return _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  // p[j][k] = [block 2k: 4 partial sums | block 2k+1: 4]; three hadds leave [b0 b2 b4 b6 | b1 b3 b5 b7].
+  for (int j = 0; j < T; ++j) {
+    const __m256i h =
+        _mm256_hadd_epi32(_mm256_hadd_epi32(p[j][0], p[j][1]), _mm256_hadd_epi32(p[j][2], p[j][3]));
+    out[j] = _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  }
 }
 
 // The same for signed Q8_0 rows (|w| as the unsigned operand, the sign moved to x).
-template <class D, bool kFull>
-__attribute__((always_inline)) inline __m256i q8_group_sums(const uint8_t* qs, int64_t b0, int64_t count,
-                                                            const BlockQ8* x) {
-  __m256i v[8];
+template <class D, bool kFull, int T>
+__attribute__((always_inline)) inline void q8_group_sums(const uint8_t* qs, int64_t b0, int64_t count,
+                                                         const BlockQ8* const* x, __m256i* out) {
+  __m256i v[T][8];
   for (int k = 0; k < 8; ++k) {
     if (!kFull && k >= count) {
-      v[k] = _mm256_setzero_si256();
+      for (int j = 0; j < T; ++j) v[j][k] = _mm256_setzero_si256();
       continue;
     }
     const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + (b0 + k) * 32));
-    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b0 + k].q));
-    v[k] = D::dot(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xq, w));
+    const __m256i wa = _mm256_sign_epi8(w, w);
+    for (int j = 0; j < T; ++j) {
+      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[j][b0 + k].q));
+      v[j][k] = D::dot(wa, _mm256_sign_epi8(xq, w));
+    }
   }
-  const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-  const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
-  // h0 = [v0..v3 low halves | v0..v3 high halves], h1 likewise for v4..v7.
-  return _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20), _mm256_permute2x128_si256(h0, h1, 0x31));
+  for (int j = 0; j < T; ++j) {
+    const __m256i h0 =
+        _mm256_hadd_epi32(_mm256_hadd_epi32(v[j][0], v[j][1]), _mm256_hadd_epi32(v[j][2], v[j][3]));
+    const __m256i h1 =
+        _mm256_hadd_epi32(_mm256_hadd_epi32(v[j][4], v[j][5]), _mm256_hadd_epi32(v[j][6], v[j][7]));
+    // h0 = [v0..v3 low halves | v0..v3 high halves], h1 likewise for v4..v7.
+    out[j] = _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20), _mm256_permute2x128_si256(h0, h1, 0x31));
+  }
 }
 
 struct SplitQ4_1 {
   static constexpr int kQsBytes = 16;
   static constexpr bool kMin = true, kMinIsD = false;
   static constexpr float kMinScale = 1.0f;
-  template <class D, bool kFull>
-  static __m256i sums(const uint8_t* qs, int64_t b0, int64_t count, const ActivationPack& x, int64_t t) {
-    return q4_group_sums<D, kFull>(qs, b0, count, x.q4_pair(t, 0));
+  template <class D, bool kFull, int T>
+  static void sums(const uint8_t* qs, int64_t b0, int64_t count, const ActivationPack& x, int64_t t, __m256i* out) {
+    const int8_t* xp[T];
+    for (int j = 0; j < T; ++j) xp[j] = x.q4_pair(t + j, 0);
+    q4_group_sums<D, kFull, T>(qs, b0, count, xp, out);
   }
 };
 struct SplitQ4_0 {  // (q - 8) d = q d + (-8) d: the min term reuses d
   static constexpr int kQsBytes = 16;
   static constexpr bool kMin = true, kMinIsD = true;
   static constexpr float kMinScale = -8.0f;
-  template <class D, bool kFull>
-  static __m256i sums(const uint8_t* qs, int64_t b0, int64_t count, const ActivationPack& x, int64_t t) {
-    return q4_group_sums<D, kFull>(qs, b0, count, x.q4_pair(t, 0));
+  template <class D, bool kFull, int T>
+  static void sums(const uint8_t* qs, int64_t b0, int64_t count, const ActivationPack& x, int64_t t, __m256i* out) {
+    const int8_t* xp[T];
+    for (int j = 0; j < T; ++j) xp[j] = x.q4_pair(t + j, 0);
+    q4_group_sums<D, kFull, T>(qs, b0, count, xp, out);
   }
 };
 struct SplitQ8_0 {
   static constexpr int kQsBytes = 32;
   static constexpr bool kMin = false, kMinIsD = false;
   static constexpr float kMinScale = 0.0f;
-  template <class D, bool kFull>
-  static __m256i sums(const uint8_t* qs, int64_t b0, int64_t count, const ActivationPack& x, int64_t t) {
-    return q8_group_sums<D, kFull>(qs, b0, count, x.blocks + t * x.nb);
+  template <class D, bool kFull, int T>
+  static void sums(const uint8_t* qs, int64_t b0, int64_t count, const ActivationPack& x, int64_t t, __m256i* out) {
+    const BlockQ8* xb[T];
+    for (int j = 0; j < T; ++j) xb[j] = x.blocks + (t + j) * x.nb;
+    q8_group_sums<D, kFull, T>(qs, b0, count, xb, out);
   }
 };
 
-// R rows x 1 token. Per (row, token): acc += sums(group) * (d_w * d_x) and
-// accm += m_w * s_x, group by group in block order, whatever R is.
-template <class S, class D, int R>
+// R rows x T tokens. Per (row, token): acc += sums(group) * (d_w * d_x) and
+// accm += m_w * s_x, group by group in block order, whatever R and T are.
+template <class S, class D, int R, int T>
 __attribute__((always_inline)) inline void split_tile(const WeightMatrix& w, int64_t r, const ActivationPack& x,
                                                       int64_t t, float* y) {
   const int64_t nb = w.cols / 32;
-  __m256 acc[R], accm[R];
+  __m256 acc[R][T], accm[R][T];
   const uint8_t* qs[R];
-  for (int i = 0; i < R; ++i) acc[i] = accm[i] = _mm256_setzero_ps(), qs[i] = w.row(r + i);
-  const float* dx_row = x.d_row(t);
-  const float* sx_row = x.s_row(t);
+  for (int i = 0; i < R; ++i) {
+    qs[i] = w.row(r + i);
+    for (int j = 0; j < T; ++j) acc[i][j] = accm[i][j] = _mm256_setzero_ps();
+  }
   // Full groups of 8 blocks without branches, then at most one tail group.
   auto group = [&](auto full, int64_t b0, int64_t count) __attribute__((always_inline)) {
     constexpr bool kFull = decltype(full)::value;
-    const __m256 dx = _mm256_loadu_ps(dx_row + b0);
-    const __m256 sx = _mm256_loadu_ps(sx_row + b0);
+    __m256 dx[T], sx[T];
+    for (int j = 0; j < T; ++j) {
+      dx[j] = _mm256_loadu_ps(x.d_row(t + j) + b0);
+      sx[j] = _mm256_loadu_ps(x.s_row(t + j) + b0);
+    }
     for (int i = 0; i < R; ++i) {
       const uint8_t* dw_ptr = qs[i] + nb * S::kQsBytes;
       const __m256 dw = load_half8(dw_ptr + 2 * b0, kFull ? 8 : count);
-      const __m256i sums = S::template sums<D, kFull>(qs[i], b0, count, x, t);
-      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(dw, dx), acc[i]);
-      if constexpr (S::kMin) {
-        const __m256 mw = S::kMinIsD ? dw : load_half8(dw_ptr + 2 * nb + 2 * b0, kFull ? 8 : count);
-        accm[i] = _mm256_fmadd_ps(mw, sx, accm[i]);
+      __m256i sums[T];
+      S::template sums<D, kFull, T>(qs[i], b0, count, x, t, sums);
+      __m256 mw = dw;
+      if constexpr (S::kMin && !S::kMinIsD) mw = load_half8(dw_ptr + 2 * nb + 2 * b0, kFull ? 8 : count);
+      for (int j = 0; j < T; ++j) {
+        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[j]), _mm256_mul_ps(dw, dx[j]), acc[i][j]);
+        if constexpr (S::kMin) accm[i][j] = _mm256_fmadd_ps(mw, sx[j], accm[i][j]);
       }
     }
   };
   const int64_t full_end = nb / 8 * 8;
   for (int64_t b0 = 0; b0 < full_end; b0 += 8) group(std::true_type{}, b0, 8);
   if (full_end < nb) group(std::false_type{}, full_end, nb - full_end);
-  for (int i = 0; i < R; ++i) {
-    float v = hsum(acc[i]);
-    if constexpr (S::kMin) v += S::kMinScale * hsum(accm[i]);
-    y[t * w.rows + r + i] = v;
-  }
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < T; ++j) {
+      float v = hsum(acc[i][j]);
+      if constexpr (S::kMin) v += S::kMinScale * hsum(accm[i][j]);
+      y[(t + j) * w.rows + r + i] = v;
+    }
 }
 
 template <class S, class D>
@@ -260,13 +286,20 @@ __attribute__((always_inline)) inline void split_rows(const WeightMatrix& w, con
                                                       int64_t r0, int64_t r1) {
   constexpr int64_t kTokenChunk = 16;  // keeps the chunk's packed activations in L1
   constexpr int kRows = 4;
-  for (int64_t t0 = 0; t0 < x.n; t0 += kTokenChunk) {
-    const int64_t t1 = std::min(x.n, t0 + kTokenChunk);
+  if (x.n == 1) {  // decode: one activation row feeds 4 weight rows
     int64_t r = r0;
-    for (; r + kRows <= r1; r += kRows)
-      for (int64_t t = t0; t < t1; ++t) split_tile<S, D, kRows>(w, r, x, t, y);
-    for (; r < r1; ++r)
-      for (int64_t t = t0; t < t1; ++t) split_tile<S, D, 1>(w, r, x, t, y);
+    for (; r + kRows <= r1; r += kRows) split_tile<S, D, kRows, 1>(w, r, x, 0, y);
+    for (; r < r1; ++r) split_tile<S, D, 1, 1>(w, r, x, 0, y);
+    return;
+  }
+  for (int64_t t0 = 0; t0 < x.n; t0 += kTokenChunk) {  // prefill: one unpacked weight block feeds 2 tokens
+    const int64_t t1 = std::min(x.n, t0 + kTokenChunk);
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t t = t0;
+      for (; t + 4 <= t1; t += 4) split_tile<S, D, 1, 4>(w, r, x, t, y);
+      for (; t + 2 <= t1; t += 2) split_tile<S, D, 1, 2>(w, r, x, t, y);
+      if (t < t1) split_tile<S, D, 1, 1>(w, r, x, t, y);
+    }
   }
 }
 
