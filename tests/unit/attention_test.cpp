@@ -4,6 +4,8 @@
 // do not fill 8-float vectors, and key counts that cross block boundaries.
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -25,16 +27,6 @@ constexpr int64_t kPositions = 100;
 constexpr int64_t kHeads = 2;
 
 // The value at index i of a stored (head_dim) vector.
-double stored(const uint8_t* p, int64_t i, DType t) {
-  if (t == DType::F32) {
-    float f;
-    std::memcpy(&f, p + 4 * i, 4);
-    return f;
-  }
-  uint16_t h;
-  std::memcpy(&h, p + 2 * i, 2);
-  return f16_to_f32(h);
-}
 
 struct Reference {
   std::vector<double> out;  // (head_dim)
@@ -57,8 +49,8 @@ Reference reference(const float* q, const KvLayerView& kv, int64_t h, int64_t n_
   for (int64_t p = 0; p < n_keys; ++p) {
     double dot = 0, abs = 0;
     for (int64_t i = 0; i < hd; ++i) {
-      dot += q[i] * stored(key(p), i, kv.type);
-      abs += std::fabs(q[i] * stored(key(p), i, kv.type));
+      dot += q[i] * test::stored_value(key(p), i, kv.type);
+      abs += std::fabs(q[i] * test::stored_value(key(p), i, kv.type));
     }
     s[p] = dot * scale;
     big_s = std::max(big_s, abs * scale);
@@ -69,7 +61,7 @@ Reference reference(const float* q, const KvLayerView& kv, int64_t h, int64_t n_
   Reference r{std::vector<double>(hd, 0.0), 0, std::vector<double>(hd, 0.0)};
   for (int64_t p = 0; p < n_keys; ++p)
     for (int64_t i = 0; i < hd; ++i) {
-      const double v = stored(val(p), i, kv.type);
+      const double v = test::stored_value(val(p), i, kv.type);
       r.out[i] += s[p] / sum * v;
       r.vmax[i] = std::max(r.vmax[i], std::fabs(v));
     }

@@ -4,6 +4,8 @@
 // allocator's reference counts.
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -22,17 +24,7 @@
 namespace tally {
 namespace {
 
-// Runs fn, expects a tally::Error whose message contains every one of `parts`.
-void expect_error(const std::function<void()>& fn, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-    return;
-  }
-  ADD_FAILURE() << "no tally::Error thrown";
-}
+using test::expect_error;
 
 // 2 layers, 2 kv heads of 8, blocks of 4 positions, 20 positions in all (5 blocks).
 const KvShape kShape{2, 2, 8};
@@ -100,16 +92,6 @@ const uint8_t* v_at(const KvLayerView& v, int64_t p, int64_t h) {
   const uint64_t vb = v.type == DType::F32 ? 4 : 2;
   return v.v_head(p / v.block_size, h) + (p % v.block_size) * v.head_dim * vb;
 }
-float read(const uint8_t* p, int64_t i, DType t) {
-  if (t == DType::F32) {
-    float f;
-    std::memcpy(&f, p + 4 * i, 4);
-    return f;
-  }
-  uint16_t h;
-  std::memcpy(&h, p + 2 * i, 2);
-  return f16_to_f32(h);
-}
 
 // A distinct value for every (seq tag, layer, pos, head, i, k-or-v).
 float value(int tag, int64_t layer, int64_t pos, int64_t h, int64_t i, bool is_v) {
@@ -141,7 +123,7 @@ void expect_positions(const KvCache& c, KvCache::SeqId s, int tag, int64_t from,
         for (int64_t i = 0; i < kShape.head_dim; ++i) {
           for (bool is_v : {false, true}) {
             const float want = value(tag, l, p, h, i, is_v);
-            const float got = read(is_v ? v_at(v, p, h) : k_at(v, p, h), i, v.type);
+            const float got = test::stored_value(is_v ? v_at(v, p, h) : k_at(v, p, h), i, v.type);
             const float expect = v.type == DType::F32 ? want : f16_to_f32(f32_to_f16(want));
             ASSERT_EQ(got, expect) << (is_v ? "V" : "K") << " layer " << l << " pos " << p << " head " << h
                                    << " [" << i << "]";

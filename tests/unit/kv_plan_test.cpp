@@ -4,6 +4,8 @@
 // every kind of bad input naming what was wrong.
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <functional>
 #include <initializer_list>
 #include <string>
@@ -20,17 +22,7 @@
 namespace tally {
 namespace {
 
-// Runs fn, expects a tally::Error whose message contains every one of `parts`.
-void expect_error(const std::function<void()>& fn, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-    return;
-  }
-  ADD_FAILURE() << "no tally::Error thrown";
-}
+using test::expect_error;
 
 // A GGUF v3 image holding only metadata (u32 and string values): enough for a
 // shape, with neither tensors nor vocabulary.

@@ -1,0 +1,41 @@
+#pragma once
+// Small helpers shared by the unit tests.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <initializer_list>
+#include <string>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/half.h"
+
+namespace tally::test {
+
+// Runs fn, expects a tally::Error whose message contains every one of `parts`.
+inline void expect_error(const std::function<void()>& fn, std::initializer_list<std::string> parts) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+    return;
+  }
+  ADD_FAILURE() << "no tally::Error thrown";
+}
+
+// Value i of a cached vector stored as F32 or F16 at p (unaligned).
+inline float stored_value(const uint8_t* p, int64_t i, DType t) {
+  if (t == DType::F32) {
+    float f;
+    std::memcpy(&f, p + 4 * i, 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, p + 2 * i, 2);
+  return f16_to_f32(h);
+}
+
+}  // namespace tally::test
