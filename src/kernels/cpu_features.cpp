@@ -9,17 +9,30 @@
 namespace tally {
 namespace {
 
-SimdLevel detect() {
+struct Features {
+  bool avx2 = false;      // with FMA and F16C
+  bool avx_vnni = false;  // CPUID.(7,1):EAX bit 4
+  bool avx512 = false;    // F, BW, VL and VNNI, with the OS saving zmm state
+};
+
+Features detect() {
+  Features f;
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
   unsigned a = 0, b = 0, c = 0, d = 0;
   const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
-  if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c)) return SimdLevel::Scalar;
-  // AVX-VNNI: CPUID leaf 7, sub-leaf 1, EAX bit 4.
-  const bool vnni = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4)) != 0;
-  return vnni ? SimdLevel::Avx2Vnni : SimdLevel::Avx2;
+  f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+  if (!f.avx2) return f;
+  f.avx_vnni = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4)) != 0;
+  f.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 #endif
-  return SimdLevel::Scalar;
+  return f;
+}
+
+const Features& features() {
+  static const Features f = detect();
+  return f;
 }
 
 std::atomic<SimdLevel>& current() {
@@ -29,20 +42,34 @@ std::atomic<SimdLevel>& current() {
 
 }  // namespace
 
+bool simd_supported(SimdLevel level) {
+  const Features& f = features();
+  switch (level) {
+    case SimdLevel::Scalar: return true;
+    case SimdLevel::Avx2: return f.avx2;
+    case SimdLevel::Avx2Vnni: return f.avx2 && f.avx_vnni;
+    case SimdLevel::Avx512Vnni: return f.avx2 && f.avx512;
+  }
+  return false;
+}
+
 SimdLevel detected_simd_level() {
-  static const SimdLevel level = detect();
-  return level;
+  for (SimdLevel l : {SimdLevel::Avx512Vnni, SimdLevel::Avx2Vnni, SimdLevel::Avx2})
+    if (simd_supported(l)) return l;
+  return SimdLevel::Scalar;
 }
 
 SimdLevel simd_level() { return current().load(std::memory_order_relaxed); }
 
 void set_simd_level(SimdLevel level) {
-  const SimdLevel max = detected_simd_level();
-  current().store(static_cast<int>(level) > static_cast<int>(max) ? max : level);
+  int l = static_cast<int>(level);
+  while (l > 0 && !simd_supported(static_cast<SimdLevel>(l))) --l;
+  current().store(static_cast<SimdLevel>(l));
 }
 
 const char* simd_level_name(SimdLevel level) {
   switch (level) {
+    case SimdLevel::Avx512Vnni: return "avx512+vnni";
     case SimdLevel::Avx2Vnni: return "avx2+vnni";
     case SimdLevel::Avx2: return "avx2";
     default: return "scalar";

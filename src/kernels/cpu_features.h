@@ -3,12 +3,16 @@
 // tests and `--scalar` force the scalar reference path with set_simd_level.
 namespace tally {
 
-// Ordered: each level includes the ones before it.
-enum class SimdLevel { Scalar = 0, Avx2 = 1, Avx2Vnni = 2 };  // Avx2Vnni: AVX2 + AVX-VNNI (vpdpbusd)
+// Ordered by preference. Every level above Scalar includes AVX2, FMA and F16C.
+// Avx2Vnni adds AVX-VNNI (VEX vpdpbusd); Avx512Vnni adds AVX-512 F/BW/VL/VNNI.
+// A CPU may have Avx512Vnni without Avx2Vnni (Ice Lake): simd_supported() tells.
+enum class SimdLevel { Scalar = 0, Avx2 = 1, Avx2Vnni = 2, Avx512Vnni = 3 };
 
-SimdLevel detected_simd_level();  // what this CPU supports
-SimdLevel simd_level();           // what kernels use now (<= detected)
-void set_simd_level(SimdLevel level);  // clamps to detected_simd_level()
+bool simd_supported(SimdLevel level);  // this CPU can run kernels of `level`
+SimdLevel detected_simd_level();       // the best supported level
+SimdLevel simd_level();                // what kernels use now (supported, <= detected)
+// Uses `level`, or the best supported level below it.
+void set_simd_level(SimdLevel level);
 const char* simd_level_name(SimdLevel level);
 inline bool simd_at_least(SimdLevel l) { return static_cast<int>(simd_level()) >= static_cast<int>(l); }
 

@@ -91,7 +91,7 @@ void matmul_split_scalar(const WeightMatrix& w, const BlockQ8* x, int64_t n_toke
 
 SplitGemmFn split_gemm_fn(DType type) {
 #if defined(__x86_64__) || defined(__i386__)
-  if (simd_at_least(SimdLevel::Avx2Vnni)) return split_gemm_vnni_fn(type);
+  if (simd_at_least(SimdLevel::Avx2Vnni) && simd_supported(SimdLevel::Avx2Vnni)) return split_gemm_vnni_fn(type);
   if (simd_at_least(SimdLevel::Avx2)) return split_gemm_avx2_fn(type);
 #endif
   (void)type;

@@ -132,7 +132,7 @@ class AttentionTest : public ::testing::TestWithParam<AttentionCase> {};
 TEST_P(AttentionTest, ScalarMatchesDouble) { check_attention(GetParam().type, GetParam().head_dim, false); }
 
 TEST_P(AttentionTest, Avx2MatchesScalar) {
-  if (static_cast<int>(detected_simd_level()) < static_cast<int>(SimdLevel::Avx2)) GTEST_SKIP() << "CPU has no AVX2";
+  if (!simd_supported(SimdLevel::Avx2)) GTEST_SKIP() << "CPU has no AVX2";
   check_attention(GetParam().type, GetParam().head_dim, true);
 }
 

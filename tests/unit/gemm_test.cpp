@@ -17,7 +17,7 @@ using namespace tally;
 
 namespace {
 
-bool at_least(SimdLevel l) { return static_cast<int>(detected_simd_level()) >= static_cast<int>(l); }
+bool at_least(SimdLevel l) { return simd_supported(l); }
 
 // Random rows of a 32-value block format with finite fp16 scales.
 std::vector<uint8_t> random_rows(DType type, int64_t rows, int64_t cols, std::mt19937& rng) {

@@ -27,7 +27,7 @@
 namespace tally {
 namespace {
 
-bool have_avx2() { return static_cast<int>(detected_simd_level()) >= static_cast<int>(SimdLevel::Avx2); }
+bool have_avx2() { return simd_supported(SimdLevel::Avx2); }
 
 // Forces a SIMD level for one test and restores the previous one.
 class SimdLevelScope {
