@@ -8,7 +8,7 @@ namespace tally {
 
 void ActivationPack::reserve(int64_t max_tokens, int64_t max_blocks) {
   const int64_t b8 = (max_blocks + 7) / 8 * 8;
-  q4.reserve(static_cast<size_t>(max_tokens * max_blocks * 32));
+  q.reserve(static_cast<size_t>(max_tokens * max_blocks * 32));
   d.reserve(static_cast<size_t>(max_tokens * b8));
   s.reserve(static_cast<size_t>(max_tokens * b8));
 }
@@ -19,17 +19,23 @@ void ActivationPack::build(const BlockQ8* x, int64_t n_tokens, int64_t blocks_pe
   nb = blocks_per_token;
   nb8 = (nb + 7) / 8 * 8;
   blocks = x;
-  q4.resize(static_cast<size_t>(n * nb * 32));
+  q.resize(static_cast<size_t>(n * nb * 32));
   d.assign(static_cast<size_t>(n * nb8), 0.0f);
   s.assign(static_cast<size_t>(n * nb8), 0.0f);
+  const int64_t full = nb / 8 * 8;
   for (int64_t t = 0; t < n; ++t) {
     const BlockQ8* xb = x + t * nb;
-    for (int64_t p = 0; p < nb / 2; ++p) {
-      int8_t* out = q4.data() + (t * (nb / 2) + p) * 64;
-      std::memcpy(out, xb[2 * p].q, 16);
-      std::memcpy(out + 16, xb[2 * p + 1].q, 16);
-      std::memcpy(out + 32, xb[2 * p].q + 16, 16);
-      std::memcpy(out + 48, xb[2 * p + 1].q + 16, 16);
+    for (int64_t g = 0; g < full; g += 8) {
+      int8_t* out = q.data() + (t * nb + g) * 32;
+      for (int k = 0; k < 8; ++k)
+        for (int b = 0; b < 8; ++b) std::memcpy(out + k * 32 + b * 4, xb[g + b].q + 4 * k, 4);
+    }
+    for (int64_t p = full; p < nb; p += 2) {
+      int8_t* out = q.data() + (t * nb + p) * 32;
+      std::memcpy(out, xb[p].q, 16);
+      std::memcpy(out + 16, xb[p + 1].q, 16);
+      std::memcpy(out + 32, xb[p].q + 16, 16);
+      std::memcpy(out + 48, xb[p + 1].q + 16, 16);
     }
     for (int64_t b = 0; b < nb; ++b) {
       d[t * nb8 + b] = xb[b].d;

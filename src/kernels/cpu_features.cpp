@@ -76,4 +76,13 @@ const char* simd_level_name(SimdLevel level) {
   }
 }
 
+bool simd_level_from_name(std::string_view name, SimdLevel& level) {
+  for (SimdLevel l : {SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx2Vnni, SimdLevel::Avx512Vnni})
+    if (name == simd_level_name(l)) {
+      level = l;
+      return true;
+    }
+  return false;
+}
+
 }  // namespace tally

@@ -1,6 +1,8 @@
 #pragma once
 // Runtime CPU dispatch. Kernels pick their SIMD variant from simd_level();
 // tests and `--scalar` force the scalar reference path with set_simd_level.
+#include <string_view>
+
 namespace tally {
 
 // Ordered by preference. Every level above Scalar includes AVX2, FMA and F16C.
@@ -14,6 +16,8 @@ SimdLevel simd_level();                // what kernels use now (supported, <= de
 // Uses `level`, or the best supported level below it.
 void set_simd_level(SimdLevel level);
 const char* simd_level_name(SimdLevel level);
+// The level named `name` (as simd_level_name prints it); false if none is.
+bool simd_level_from_name(std::string_view name, SimdLevel& level);
 inline bool simd_at_least(SimdLevel l) { return static_cast<int>(simd_level()) >= static_cast<int>(l); }
 
 }  // namespace tally

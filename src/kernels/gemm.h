@@ -22,5 +22,6 @@ GemmFn gemm_fn(DType type);
 // The variants behind gemm_fn, for tests (x86 only; call after the CPU check).
 GemmFn gemm_avx2_fn(DType type);
 GemmFn gemm_vnni_fn(DType type);
+GemmFn gemm_avx512_fn(DType type);
 
 }  // namespace tally

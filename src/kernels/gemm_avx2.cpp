@@ -26,7 +26,7 @@ float dot_avx2(const uint8_t* wrow, const BlockQ8* x, int64_t n) {
 }  // namespace
 
 GemmFn gemm_avx2_fn(DType type) { return gemm_for<DotAvx2>(type); }
-SplitGemmFn split_gemm_avx2_fn(DType type) { return split_gemm_for<DotAvx2>(type); }
+SplitGemmFn split_gemm_avx2_fn(DType type) { return split_gemm_for<Lanes256<DotAvx2>>(type); }
 float vec_dot_q8_0_q8_avx2(const uint8_t* w, const BlockQ8* x, int64_t n) { return dot_avx2<FmtQ8_0>(w, x, n); }
 float vec_dot_q4_0_q8_avx2(const uint8_t* w, const BlockQ8* x, int64_t n) { return dot_avx2<FmtQ4_0>(w, x, n); }
 float vec_dot_q4_1_q8_avx2(const uint8_t* w, const BlockQ8* x, int64_t n) { return dot_avx2<FmtQ4_1>(w, x, n); }

@@ -2,7 +2,8 @@
 // The tiled kernels of gemm.h as templates over the block format and the
 // integer dot instruction. Included only by translation units compiled for
 // the instruction set they use (gemm_avx2.cpp: -mavx2 -mfma -mf16c,
-// gemm_vnni.cpp: also -mavxvnni); internal linkage keeps the copies apart.
+// gemm_vnni.cpp: also -mavxvnni, gemm_avx512.cpp: AVX-512 F/BW/VL/VNNI);
+// internal linkage keeps the copies apart.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -138,35 +139,117 @@ __attribute__((always_inline)) inline void gemm_rows(const WeightMatrix& w, cons
 
 // ---- Split layout (split_layout.h): scales 8 blocks at a time ----
 
-// 8 f16 scales from p; a tail group (count < 8) reads only its own and pads with 0.
+// 8 f16 scales from p; a tail group (count < 8, even) reads only its own and
+// pads with 0 (a masked load of count / 2 dwords: no store to forward from).
 inline __m256 load_half8(const uint8_t* p, int64_t count) {
   if (count == 8) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  alignas(16) uint16_t tmp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  std::memcpy(tmp, p, static_cast<size_t>(count) * 2);
-  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(tmp)));
+  const __m128i mask = _mm_cmpgt_epi32(_mm_set1_epi32(static_cast<int>(count / 2)), _mm_setr_epi32(0, 1, 2, 3));
+  return _mm256_cvtph_ps(_mm_maskload_epi32(reinterpret_cast<const int*>(p), mask));
 }
 
-// Integer sums of blocks [b0, b0 + count) (count <= 8, even) of a Q4 row with
-// T tokens, in natural block order (out[j] for token j). Each 32-byte load
-// holds two blocks' nibbles, unpacked once for all T tokens: the low nibbles
-// meet the pair's values 0..15, the high ones 16..31.
-template <class D, bool kFull, int T>
-__attribute__((always_inline)) inline void q4_group_sums(const uint8_t* qs, int64_t b0, int64_t count,
-                                                         const int8_t* const* xpairs, __m256i* out) {
+// Weights stream from memory once per token: asking for the bytes 8 KiB ahead
+// of the current group (~20 rows of a 576-wide matrix) keeps enough loads in
+// flight for one core to read at ~30 GB/s instead of ~23 (measured on AMD
+// Zen 5; 2 KiB ahead was slower than none, as it competes with the hardware
+// prefetcher).
+constexpr int kPrefetch = 8192;
+
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// Integer sums of one full group of 8 blocks for T tokens, block b in lane b.
+// w: the group's transposed quants; x[j]: token j's group (activation_pack.h).
+// Lanes256 uses 32-byte loads and the dot instruction D.
+template <class D>
+struct Lanes256 {
+  using Dot = D;
+  template <int T>
+  __attribute__((always_inline)) static void q4(const uint8_t* w, const int8_t* const* x, __m256i* out) {
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int j = 0; j < T; ++j) out[j] = _mm256_setzero_si256();
+    for (int k = 0; k < 4; ++k) {  // dword k: values 4k.. (low nibbles) and 16+4k.. (high)
+      const __m256i q = load256(w + 32 * k);
+      const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      for (int j = 0; j < T; ++j)
+        out[j] = D::dot_acc(D::dot_acc(out[j], lo, load256(x[j] + 32 * k)), hi, load256(x[j] + 32 * (k + 4)));
+    }
+  }
+  // Signed: |w| is the unsigned operand and the sign moves to x.
+  template <int T>
+  __attribute__((always_inline)) static void q8(const uint8_t* w, const int8_t* const* x, __m256i* out) {
+    for (int j = 0; j < T; ++j) out[j] = _mm256_setzero_si256();
+    for (int k = 0; k < 8; ++k) {
+      const __m256i q = load256(w + 32 * k);
+      const __m256i qa = _mm256_sign_epi8(q, q);
+      for (int j = 0; j < T; ++j) out[j] = D::dot_acc(out[j], qa, _mm256_sign_epi8(load256(x[j] + 32 * k), q));
+    }
+  }
+};
+
+#ifdef __AVX512VNNI__
+// 256-bit vpdpbusd in its EVEX form (AVX512-VL), for CPUs without AVX-VNNI.
+struct DotVnni512 {
+  static __m256i dot(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
+  static __m256i dot_acc(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
+};
+
+// 64-byte loads: dwords k and k+1 of the 8 blocks at once; lanes 8..15 fold onto 0..7 at the end.
+struct Lanes512 {
+  using Dot = DotVnni512;
+  static __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
+  static __m256i fold(__m512i v) {
+    // (masked forms: g++ 12 warns about the undefined source operand of the plain ones)
+    return _mm256_add_epi32(_mm512_maskz_extracti64x4_epi64(0xFF, v, 0), _mm512_maskz_extracti64x4_epi64(0xFF, v, 1));
+  }
+  template <int T>
+  __attribute__((always_inline)) static void q4(const uint8_t* w, const int8_t* const* x, __m256i* out) {
+    const __m512i m4 = _mm512_set1_epi8(15);
+    __m512i acc[T];
+    for (int j = 0; j < T; ++j) acc[j] = _mm512_setzero_si512();
+    for (int k = 0; k < 2; ++k) {  // dwords 2k, 2k+1: values 8k.. (low nibbles) and 16+8k.. (high)
+      const __m512i q = load512(w + 64 * k);
+      const __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+      for (int j = 0; j < T; ++j)
+        acc[j] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc[j], lo, load512(x[j] + 64 * k)), hi,
+                                     load512(x[j] + 64 * (k + 2)));
+    }
+    for (int j = 0; j < T; ++j) out[j] = fold(acc[j]);
+  }
+  template <int T>
+  __attribute__((always_inline)) static void q8(const uint8_t* w, const int8_t* const* x, __m256i* out) {
+    __m512i acc[T];
+    for (int j = 0; j < T; ++j) acc[j] = _mm512_setzero_si512();
+    for (int k = 0; k < 4; ++k) {
+      const __m512i q = load512(w + 64 * k);
+      const __m512i qa = _mm512_abs_epi8(q);  // -128 becomes 0x80, read as unsigned 128
+      const __mmask64 neg = _mm512_movepi8_mask(q);
+      for (int j = 0; j < T; ++j) {
+        const __m512i xv = load512(x[j] + 64 * k);
+        acc[j] = _mm512_dpbusd_epi32(acc[j], qa, _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv));
+      }
+    }
+    for (int j = 0; j < T; ++j) out[j] = fold(acc[j]);
+  }
+};
+#endif
+
+// Integer sums of the tail blocks [b0, b0 + count) (count < 8, even) of a Q4
+// row for T tokens, in lanes 0..count-1. Each 32-byte load holds two blocks'
+// nibbles, unpacked once for all T tokens: the low nibbles meet the pair's
+// values 0..15, the high ones 16..31 (xpairs[j]: token j's pairs from b0).
+template <class D, int T>
+__attribute__((always_inline)) inline void q4_tail_sums(const uint8_t* qs, int64_t b0, int64_t count,
+                                                        const int8_t* const* xpairs, __m256i* out) {
   const __m256i m4 = _mm256_set1_epi8(15);
   __m256i p[T][4];
   for (int k = 0; k < 4; ++k) {
-    if (!kFull && 2 * k >= count) {
+    if (2 * k >= count) {
       for (int j = 0; j < T; ++j) p[j][k] = _mm256_setzero_si256();
       continue;
     }
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + (b0 + 2 * k) * 16));
+    const __m256i q = load256(qs + (b0 + 2 * k) * 16);
     const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-    for (int j = 0; j < T; ++j) {
-      const int8_t* xp = xpairs[j] + (b0 / 2 + k) * 64;
-      p[j][k] = D::dot_acc(D::dot(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xp))), hi,
-                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xp + 32)));
-    }
+    for (int j = 0; j < T; ++j)
+      p[j][k] = D::dot_acc(D::dot(lo, load256(xpairs[j] + k * 64)), hi, load256(xpairs[j] + k * 64 + 32));
   }
   // p[j][k] = [block 2k: 4 partial sums | block 2k+1: 4]; three hadds leave [b0 b2 b4 b6 | b1 b3 b5 b7].
   for (int j = 0; j < T; ++j) {
@@ -176,22 +259,19 @@ __attribute__((always_inline)) inline void q4_group_sums(const uint8_t* qs, int6
   }
 }
 
-// The same for signed Q8_0 rows (|w| as the unsigned operand, the sign moved to x).
-template <class D, bool kFull, int T>
-__attribute__((always_inline)) inline void q8_group_sums(const uint8_t* qs, int64_t b0, int64_t count,
-                                                         const BlockQ8* const* x, __m256i* out) {
+// The same for signed Q8_0 tail blocks (|w| as the unsigned operand, the sign moved to x).
+template <class D, int T>
+__attribute__((always_inline)) inline void q8_tail_sums(const uint8_t* qs, int64_t b0, int64_t count,
+                                                        const BlockQ8* const* x, __m256i* out) {
   __m256i v[T][8];
   for (int k = 0; k < 8; ++k) {
-    if (!kFull && k >= count) {
+    if (k >= count) {
       for (int j = 0; j < T; ++j) v[j][k] = _mm256_setzero_si256();
       continue;
     }
-    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + (b0 + k) * 32));
+    const __m256i w = load256(qs + (b0 + k) * 32);
     const __m256i wa = _mm256_sign_epi8(w, w);
-    for (int j = 0; j < T; ++j) {
-      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[j][b0 + k].q));
-      v[j][k] = D::dot(wa, _mm256_sign_epi8(xq, w));
-    }
+    for (int j = 0; j < T; ++j) v[j][k] = D::dot(wa, _mm256_sign_epi8(load256(x[j][b0 + k].q), w));
   }
   for (int j = 0; j < T; ++j) {
     const __m256i h0 =
@@ -203,43 +283,37 @@ __attribute__((always_inline)) inline void q8_group_sums(const uint8_t* qs, int6
   }
 }
 
-struct SplitQ4_1 {
-  static constexpr int kQsBytes = 16;
-  static constexpr bool kMin = true, kMinIsD = false;
-  static constexpr float kMinScale = 1.0f;
-  template <class D, bool kFull, int T>
-  static void sums(const uint8_t* qs, int64_t b0, int64_t count, const ActivationPack& x, int64_t t, __m256i* out) {
-    const int8_t* xp[T];
-    for (int j = 0; j < T; ++j) xp[j] = x.q4_pair(t + j, 0);
-    q4_group_sums<D, kFull, T>(qs, b0, count, xp, out);
+// Weight formats of the split layout: block sums of a group (full or tail).
+// value = d * q + m with m = kMinScale * (kMinIsD ? d : the stored m).
+template <bool kQ8, bool kMinStored, int kMinScaleX>
+struct SplitFmt {
+  static constexpr int kQsBytes = kQ8 ? 32 : 16;
+  static constexpr bool kMin = !kQ8, kMinIsD = !kMinStored;
+  static constexpr float kMinScale = static_cast<float>(kMinScaleX);
+  template <class L, bool kFull, int T>
+  __attribute__((always_inline)) static void sums(const uint8_t* qs, int64_t b0, int64_t count,
+                                                  const ActivationPack& x, int64_t t, __m256i* out) {
+    const int8_t* xq[T];
+    for (int j = 0; j < T; ++j) xq[j] = x.q_at(t + j, b0);
+    if constexpr (kFull) {
+      if constexpr (kQ8) L::template q8<T>(qs + b0 * kQsBytes, xq, out);
+      else L::template q4<T>(qs + b0 * kQsBytes, xq, out);
+    } else if constexpr (kQ8) {
+      const BlockQ8* xb[T];
+      for (int j = 0; j < T; ++j) xb[j] = x.blocks + (t + j) * x.nb;
+      q8_tail_sums<typename L::Dot, T>(qs, b0, count, xb, out);
+    } else {
+      q4_tail_sums<typename L::Dot, T>(qs, b0, count, xq, out);
+    }
   }
 };
-struct SplitQ4_0 {  // (q - 8) d = q d + (-8) d: the min term reuses d
-  static constexpr int kQsBytes = 16;
-  static constexpr bool kMin = true, kMinIsD = true;
-  static constexpr float kMinScale = -8.0f;
-  template <class D, bool kFull, int T>
-  static void sums(const uint8_t* qs, int64_t b0, int64_t count, const ActivationPack& x, int64_t t, __m256i* out) {
-    const int8_t* xp[T];
-    for (int j = 0; j < T; ++j) xp[j] = x.q4_pair(t + j, 0);
-    q4_group_sums<D, kFull, T>(qs, b0, count, xp, out);
-  }
-};
-struct SplitQ8_0 {
-  static constexpr int kQsBytes = 32;
-  static constexpr bool kMin = false, kMinIsD = false;
-  static constexpr float kMinScale = 0.0f;
-  template <class D, bool kFull, int T>
-  static void sums(const uint8_t* qs, int64_t b0, int64_t count, const ActivationPack& x, int64_t t, __m256i* out) {
-    const BlockQ8* xb[T];
-    for (int j = 0; j < T; ++j) xb[j] = x.blocks + (t + j) * x.nb;
-    q8_group_sums<D, kFull, T>(qs, b0, count, xb, out);
-  }
-};
+using SplitQ4_1 = SplitFmt<false, true, 1>;
+using SplitQ4_0 = SplitFmt<false, false, -8>;  // (q - 8) d = q d + (-8) d: the min term reuses d
+using SplitQ8_0 = SplitFmt<true, false, 0>;
 
 // R rows x T tokens. Per (row, token): acc += sums(group) * (d_w * d_x) and
-// accm += m_w * s_x, group by group in block order, whatever R and T are.
-template <class S, class D, int R, int T>
+// accm += m_w * s_x, group by group in block order, whatever R, T and L are.
+template <class S, class L, int R, int T>
 __attribute__((always_inline)) inline void split_tile(const WeightMatrix& w, int64_t r, const ActivationPack& x,
                                                       int64_t t, float* y) {
   const int64_t nb = w.cols / 32;
@@ -249,6 +323,9 @@ __attribute__((always_inline)) inline void split_tile(const WeightMatrix& w, int
     qs[i] = w.row(r + i);
     for (int j = 0; j < T; ++j) acc[i][j] = accm[i][j] = _mm256_setzero_ps();
   }
+  if (t == 0)  // the first token tile of these rows asks for the rows ahead
+    for (uint64_t off = 0; off < R * w.row_bytes; off += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(qs[0] + kPrefetch + off), _MM_HINT_T0);
   // Full groups of 8 blocks without branches, then at most one tail group.
   auto group = [&](auto full, int64_t b0, int64_t count) __attribute__((always_inline)) {
     constexpr bool kFull = decltype(full)::value;
@@ -261,7 +338,7 @@ __attribute__((always_inline)) inline void split_tile(const WeightMatrix& w, int
       const uint8_t* dw_ptr = qs[i] + nb * S::kQsBytes;
       const __m256 dw = load_half8(dw_ptr + 2 * b0, kFull ? 8 : count);
       __m256i sums[T];
-      S::template sums<D, kFull, T>(qs[i], b0, count, x, t, sums);
+      S::template sums<L, kFull, T>(qs[i], b0, count, x, t, sums);
       __m256 mw = dw;
       if constexpr (S::kMin && !S::kMinIsD) mw = load_half8(dw_ptr + 2 * nb + 2 * b0, kFull ? 8 : count);
       for (int j = 0; j < T; ++j) {
@@ -281,24 +358,24 @@ __attribute__((always_inline)) inline void split_tile(const WeightMatrix& w, int
     }
 }
 
-template <class S, class D>
+template <class S, class L>
 __attribute__((always_inline)) inline void split_rows(const WeightMatrix& w, const ActivationPack& x, float* y,
                                                       int64_t r0, int64_t r1) {
   constexpr int64_t kTokenChunk = 16;  // keeps the chunk's packed activations in L1
   constexpr int kRows = 4;
   if (x.n == 1) {  // decode: one activation row feeds 4 weight rows
     int64_t r = r0;
-    for (; r + kRows <= r1; r += kRows) split_tile<S, D, kRows, 1>(w, r, x, 0, y);
-    for (; r < r1; ++r) split_tile<S, D, 1, 1>(w, r, x, 0, y);
+    for (; r + kRows <= r1; r += kRows) split_tile<S, L, kRows, 1>(w, r, x, 0, y);
+    for (; r < r1; ++r) split_tile<S, L, 1, 1>(w, r, x, 0, y);
     return;
   }
-  for (int64_t t0 = 0; t0 < x.n; t0 += kTokenChunk) {  // prefill: one unpacked weight block feeds 2 tokens
+  for (int64_t t0 = 0; t0 < x.n; t0 += kTokenChunk) {  // prefill: one unpacked weight group feeds 4 tokens
     const int64_t t1 = std::min(x.n, t0 + kTokenChunk);
     for (int64_t r = r0; r < r1; ++r) {
       int64_t t = t0;
-      for (; t + 4 <= t1; t += 4) split_tile<S, D, 1, 4>(w, r, x, t, y);
-      for (; t + 2 <= t1; t += 2) split_tile<S, D, 1, 2>(w, r, x, t, y);
-      if (t < t1) split_tile<S, D, 1, 1>(w, r, x, t, y);
+      for (; t + 4 <= t1; t += 4) split_tile<S, L, 1, 4>(w, r, x, t, y);
+      for (; t + 2 <= t1; t += 2) split_tile<S, L, 1, 2>(w, r, x, t, y);
+      if (t < t1) split_tile<S, L, 1, 1>(w, r, x, t, y);
     }
   }
 }
@@ -321,17 +398,18 @@ GemmFn gemm_for(DType type) {
   }
 }
 
-template <class D>
+// The split kernels of one lane width and dot instruction (L: Lanes256<D> or Lanes512).
+template <class L>
 SplitGemmFn split_gemm_for(DType type) {
   switch (type) {
     case DType::Q4_0: return [](const WeightMatrix& w, const ActivationPack& x, float* y, int64_t r0, int64_t r1) {
-      split_rows<SplitQ4_0, D>(w, x, y, r0, r1);
+      split_rows<SplitQ4_0, L>(w, x, y, r0, r1);
     };
     case DType::Q4_1: return [](const WeightMatrix& w, const ActivationPack& x, float* y, int64_t r0, int64_t r1) {
-      split_rows<SplitQ4_1, D>(w, x, y, r0, r1);
+      split_rows<SplitQ4_1, L>(w, x, y, r0, r1);
     };
     case DType::Q8_0: return [](const WeightMatrix& w, const ActivationPack& x, float* y, int64_t r0, int64_t r1) {
-      split_rows<SplitQ8_0, D>(w, x, y, r0, r1);
+      split_rows<SplitQ8_0, L>(w, x, y, r0, r1);
     };
     default: return nullptr;
   }

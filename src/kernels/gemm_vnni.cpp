@@ -12,7 +12,7 @@ namespace tally {
 
 #if defined(__x86_64__) || defined(__i386__)
 GemmFn gemm_vnni_fn(DType type) { return gemm_for<DotVnni>(type); }
-SplitGemmFn split_gemm_vnni_fn(DType type) { return split_gemm_for<DotVnni>(type); }
+SplitGemmFn split_gemm_vnni_fn(DType type) { return split_gemm_for<Lanes256<DotVnni>>(type); }
 #else
 GemmFn gemm_vnni_fn(DType) { return nullptr; }
 SplitGemmFn split_gemm_vnni_fn(DType) { return nullptr; }

@@ -37,9 +37,19 @@ bool split_supported(DType type, int64_t cols) {
   return (type == DType::Q4_0 || type == DType::Q4_1 || type == DType::Q8_0) && cols % 64 == 0;
 }
 
+void split_block_quants(DType type, const uint8_t* row, int64_t nb, int64_t b, uint8_t* out) {
+  const int qsb = geometry(type).qs_bytes;
+  if (b >= nb / 8 * 8) {
+    std::memcpy(out, row + b * qsb, static_cast<size_t>(qsb));
+    return;
+  }
+  const uint8_t* group = row + (b / 8) * 8 * qsb;
+  for (int k = 0; k < qsb / 4; ++k) std::memcpy(out + 4 * k, group + k * 32 + (b % 8) * 4, 4);
+}
+
 void repack_split(DType type, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols) {
   const Geometry g = geometry(type);
-  const int64_t nb = cols / 32;
+  const int64_t nb = cols / 32, full = nb / 8 * 8;
   const int64_t row_bytes = nb * g.block_bytes;
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* s = src + r * row_bytes;
@@ -48,9 +58,15 @@ void repack_split(DType type, const uint8_t* src, uint8_t* dst, int64_t rows, in
     uint8_t* m = d + nb * 2;
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = s + b * g.block_bytes;
+      const uint8_t* quants = blk + (g.has_m ? 4 : 2);
       std::memcpy(d + 2 * b, blk, 2);
       if (g.has_m) std::memcpy(m + 2 * b, blk + 2, 2);
-      std::memcpy(qs + b * g.qs_bytes, blk + (g.has_m ? 4 : 2), g.qs_bytes);
+      if (b >= full) {
+        std::memcpy(qs + b * g.qs_bytes, quants, g.qs_bytes);
+        continue;
+      }
+      uint8_t* group = qs + (b / 8) * 8 * g.qs_bytes;
+      for (int k = 0; k < g.qs_bytes / 4; ++k) std::memcpy(group + k * 32 + (b % 8) * 4, quants + 4 * k, 4);
     }
   }
 }
@@ -61,9 +77,11 @@ void dequantize_split_row(const WeightMatrix& w, int64_t r, float* out) {
   const uint8_t* qs = w.row(r);
   const uint8_t* d = qs + nb * g.qs_bytes;
   const uint8_t* m = d + nb * 2;
+  uint8_t quants[32];
   for (int64_t b = 0; b < nb; ++b) {
     const float db = load_f16(d + 2 * b), mb = g.has_m ? load_f16(m + 2 * b) : 0.0f;
-    for (int i = 0; i < 32; ++i) out[b * 32 + i] = db * static_cast<float>(quant(w.type, qs + b * g.qs_bytes, i)) + mb;
+    split_block_quants(w.type, qs, nb, b, quants);
+    for (int i = 0; i < 32; ++i) out[b * 32 + i] = db * static_cast<float>(quant(w.type, quants, i)) + mb;
   }
 }
 
@@ -79,8 +97,10 @@ void matmul_split_scalar(const WeightMatrix& w, const BlockQ8* x, int64_t n_toke
       float acc = 0;
       for (int64_t b = 0; b < nb; ++b) {
         const BlockQ8& xb = x[t * nb + b];
+        uint8_t quants[32];
+        split_block_quants(w.type, qs, nb, b, quants);
         int32_t isum = 0;
-        for (int i = 0; i < 32; ++i) isum += quant(w.type, qs + b * g.qs_bytes, i) * xb.q[i];
+        for (int i = 0; i < 32; ++i) isum += quant(w.type, quants, i) * xb.q[i];
         acc += load_f16(d + 2 * b) * xb.d * static_cast<float>(isum);
         if (g.has_m) acc += load_f16(m + 2 * b) * xb.s;
       }
@@ -91,7 +111,8 @@ void matmul_split_scalar(const WeightMatrix& w, const BlockQ8* x, int64_t n_toke
 
 SplitGemmFn split_gemm_fn(DType type) {
 #if defined(__x86_64__) || defined(__i386__)
-  if (simd_at_least(SimdLevel::Avx2Vnni) && simd_supported(SimdLevel::Avx2Vnni)) return split_gemm_vnni_fn(type);
+  if (simd_at_least(SimdLevel::Avx512Vnni)) return split_gemm_avx512_fn(type);
+  if (simd_at_least(SimdLevel::Avx2Vnni)) return split_gemm_vnni_fn(type);
   if (simd_at_least(SimdLevel::Avx2)) return split_gemm_avx2_fn(type);
 #endif
   (void)type;

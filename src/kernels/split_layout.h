@@ -1,8 +1,13 @@
 #pragma once
 // The split row layout: the same bytes as a GGUF row of Q4_0/Q4_1/Q8_0 blocks,
-// regrouped so that SIMD kernels load scales 8 blocks at a time:
-//   row = qs of all nb blocks (16 or 32 bytes each) | d of all blocks (f16) |
-//         m of all blocks (f16, Q4_1 only).
+// regrouped so that SIMD kernels load scales 8 blocks at a time and the
+// integer sums of 8 blocks come out one block per lane, with no reduction:
+//   row = quants of all nb blocks (16 or 32 bytes each) | d of all blocks (f16) |
+//         m of all blocks (f16, Q4_1 only);
+//   quants: each full group of 8 blocks stores dword k (bytes 4k..4k+3) of its
+//   blocks 0..7 side by side, k = 0, 1, ...; the tail blocks (nb % 8) follow in
+//   their native order. A dword of Q4 holds values 4k..4k+3 in its low nibbles
+//   and 16+4k..19+4k in its high ones; of Q8_0, values 4k..4k+3.
 // Same size as the native row, so repacking at load costs no memory beyond the
 // copy (the mapped source pages are released afterwards).
 #include <cstdint>
@@ -17,6 +22,8 @@ namespace tally {
 bool split_supported(DType type, int64_t cols);
 // Rewrites rows x cols values from the native layout (src) into dst (same size).
 void repack_split(DType type, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols);
+// The native quant bytes of block b of a split row (16 or 32 bytes into out).
+void split_block_quants(DType type, const uint8_t* row, int64_t nb, int64_t b, uint8_t* out);
 // Row r of a split matrix as floats (embedding lookups).
 void dequantize_split_row(const WeightMatrix& w, int64_t r, float* out);
 // Scalar reference product for a split matrix: y (n_tokens, rows) for rows [r0, r1).
@@ -27,5 +34,6 @@ using SplitGemmFn = void (*)(const WeightMatrix& w, const ActivationPack& x, flo
 SplitGemmFn split_gemm_fn(DType type);
 SplitGemmFn split_gemm_avx2_fn(DType type);
 SplitGemmFn split_gemm_vnni_fn(DType type);
+SplitGemmFn split_gemm_avx512_fn(DType type);
 
 }  // namespace tally

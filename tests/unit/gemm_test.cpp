@@ -12,36 +12,15 @@
 #include "kernels/cpu_features.h"
 #include "kernels/gemm.h"
 #include "kernels/matmul.h"
+#include "random_blocks.h"
 
 using namespace tally;
+using tally::test::random_activations;
+using tally::test::random_rows;
 
 namespace {
 
 bool at_least(SimdLevel l) { return simd_supported(l); }
-
-// Random rows of a 32-value block format with finite fp16 scales.
-std::vector<uint8_t> random_rows(DType type, int64_t rows, int64_t cols, std::mt19937& rng) {
-  const auto& tr = traits(type);
-  std::vector<uint8_t> out(static_cast<size_t>(rows * cols / 32 * tr.type_size));
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> scale(0.001f, 0.05f);
-  for (auto& b : out) b = static_cast<uint8_t>(byte(rng));
-  for (size_t blk = 0; blk < out.size() / tr.type_size; ++blk) {
-    const uint16_t d = f32_to_f16(scale(rng)), m = f32_to_f16(-scale(rng));
-    std::memcpy(&out[blk * tr.type_size], &d, 2);
-    if (type == DType::Q4_1) std::memcpy(&out[blk * tr.type_size + 2], &m, 2);
-  }
-  return out;
-}
-
-std::vector<BlockQ8> random_activations(int64_t tokens, int64_t cols, std::mt19937& rng) {
-  std::normal_distribution<float> g(0, 1);
-  std::vector<float> x(tokens * cols);
-  for (auto& v : x) v = g(rng);
-  std::vector<BlockQ8> q(tokens * cols / 32);
-  quantize_row_q8_scalar(x.data(), q.data(), tokens * cols);
-  return q;
-}
 
 struct Case {
   DType type;

@@ -34,7 +34,7 @@ void add_bench(CLI::App& app) {
   cmd->add_option("-t", o->threads, "Thread counts, comma-separated (default: all cores)")->delimiter(',');
   cmd->add_option("-r", o->reps, "Repetitions per test")->capture_default_str();
   cmd->add_option("--cache-type", o->m.cache_type, "KV cache number format: f16 or f32")->capture_default_str();
-  cmd->add_flag("--scalar", o->m.scalar, "Use the scalar reference kernels");
+  add_simd_options(cmd, o->m);
   cmd->add_flag("--probe", o->probe_only, "Only measure this machine's read bandwidth and FMA peak");
   cmd->add_flag("--no-probe", o->no_probe, "Skip the machine probe (no % of limits)");
   cmd->add_flag("--json", o->json, "Print JSON");
@@ -43,7 +43,7 @@ void add_bench(CLI::App& app) {
     for (int t : o->threads)
       if (t < 1) fail("-t values must be positive, got {}", t);
     std::vector<MachineLimits> limits;
-    if (o->m.scalar) set_simd_level(SimdLevel::Scalar);
+    apply_simd_options(o->m);
     if (!o->no_probe)
       for (int t : o->threads) limits.push_back(probe_machine(t));
     nlohmann::json j;

@@ -17,11 +17,26 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
   cmd->add_option("--batch", o.batch, "Prefill chunk size in tokens")->capture_default_str();
   cmd->add_option("--cache-type", o.cache_type, "KV cache number format: f16 or f32")->capture_default_str();
   cmd->add_option("--kv-budget", o.kv_budget, "Bytes the KV cache may use (default: available memory)");
+  add_simd_options(cmd, o);
+}
+
+void add_simd_options(CLI::App* cmd, ModelOptions& o) {
   cmd->add_flag("--scalar", o.scalar, "Use the scalar reference kernels (no SIMD)");
+  cmd->add_option("--simd", o.simd, "Kernel level: scalar, avx2, avx2+vnni or avx512+vnni (default: the best this CPU has)");
+}
+
+void apply_simd_options(const ModelOptions& o) {
+  if (o.scalar) set_simd_level(SimdLevel::Scalar);
+  if (o.simd.empty()) return;
+  SimdLevel level;
+  if (!simd_level_from_name(o.simd, level))
+    fail("--simd must be scalar, avx2, avx2+vnni or avx512+vnni, got '{}'", o.simd);
+  if (!simd_supported(level)) fail("--simd {}: this CPU does not support it", o.simd);
+  set_simd_level(level);
 }
 
 LoadedModel load_model(const ModelOptions& o) {
-  if (o.scalar) set_simd_level(SimdLevel::Scalar);
+  apply_simd_options(o);
   const auto t0 = std::chrono::steady_clock::now();
   LoadedModel l;
   l.model = Model::load(resolve_model_path(o.model));

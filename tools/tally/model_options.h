@@ -19,9 +19,13 @@ struct ModelOptions {
   std::string cache_type = "f16";
   uint64_t kv_budget = 0;
   bool scalar = false;
+  std::string simd;  // a SimdLevel name; empty: the best this CPU has
 };
 
 void add_model_options(CLI::App* cmd, ModelOptions& o);
+// --scalar and --simd: the kernels a command uses (fails on a level this CPU lacks).
+void add_simd_options(CLI::App* cmd, ModelOptions& o);
+void apply_simd_options(const ModelOptions& o);
 
 struct LoadedModel {
   std::unique_ptr<Model> model;
@@ -29,7 +33,7 @@ struct LoadedModel {
   double load_ms = 0;
 };
 
-// Loads the model and tokenizer; applies --scalar.
+// Loads the model and tokenizer; applies --scalar and --simd.
 LoadedModel load_model(const ModelOptions& o);
 // Session settings from the flags; warns on stderr when -c exceeds the trained context.
 SessionOptions session_options(const ModelOptions& o, const Model& m, bool all_logits);

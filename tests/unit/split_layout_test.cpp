@@ -1,0 +1,138 @@
+// The split row layout (split_layout.h): repacking keeps every value, and the
+// SIMD kernels of each level agree with the scalar reference, with each other
+// bit for bit, and with themselves whatever the tile shape or row range.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/activation_pack.h"
+#include "kernels/cpu_features.h"
+#include "kernels/dequantize.h"
+#include "kernels/split_layout.h"
+#include "random_blocks.h"
+
+namespace tally {
+namespace {
+
+using test::random_activations;
+using test::random_rows;
+
+constexpr DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q8_0};
+// nb = 2 (tail only), 6 (tail only), 8 (one full group), 18 (2 groups + tail 2), 48.
+constexpr int64_t kCols[] = {64, 192, 256, 576, 1536};
+
+struct Split {
+  std::vector<uint8_t> bytes;
+  WeightMatrix w;
+};
+
+Split make_split(DType type, int64_t rows, int64_t cols, const std::vector<uint8_t>& native) {
+  Split s{std::vector<uint8_t>(native.size()), {}};
+  repack_split(type, native.data(), s.bytes.data(), rows, cols);
+  s.w = WeightMatrix{type, rows, cols, row_bytes(type, cols), s.bytes.data(), true};
+  return s;
+}
+
+// The SIMD variants this CPU can run, by name.
+std::vector<std::pair<const char*, SplitGemmFn (*)(DType)>> variants() {
+  std::vector<std::pair<const char*, SplitGemmFn (*)(DType)>> v;
+  if (simd_supported(SimdLevel::Avx2)) v.emplace_back("avx2", split_gemm_avx2_fn);
+  if (simd_supported(SimdLevel::Avx2Vnni)) v.emplace_back("avx2+vnni", split_gemm_vnni_fn);
+  if (simd_supported(SimdLevel::Avx512Vnni)) v.emplace_back("avx512+vnni", split_gemm_avx512_fn);
+  return v;
+}
+
+std::vector<float> run(SplitGemmFn fn, const WeightMatrix& w, const std::vector<BlockQ8>& x, int64_t tokens) {
+  ActivationPack pack;
+  pack.build(x.data(), tokens, w.cols / 32);
+  std::vector<float> y(static_cast<size_t>(w.rows * tokens), std::nanf(""));
+  fn(w, pack, y.data(), 0, w.rows);
+  return y;
+}
+
+TEST(SplitLayout, RepackKeepsEveryValue) {
+  std::mt19937 rng(3);
+  for (DType type : kTypes)
+    for (int64_t cols : kCols) {
+      const int64_t rows = 3, nb = cols / 32;
+      const auto native = random_rows(type, rows, cols, rng);
+      const Split s = make_split(type, rows, cols, native);
+      const auto& tr = traits(type);
+      const int qsb = type == DType::Q8_0 ? 32 : 16;
+      std::vector<float> want(cols), got(cols);
+      for (int64_t r = 0; r < rows; ++r) {
+        dequantize_row(type, native.data() + r * s.w.row_bytes, want.data(), cols);
+        dequantize_split_row(s.w, r, got.data());
+        ASSERT_EQ(want, got) << dtype_name(type) << " cols " << cols << " row " << r;
+        for (int64_t b = 0; b < nb; ++b) {
+          uint8_t quants[32];
+          split_block_quants(type, s.w.row(r), nb, b, quants);
+          const uint8_t* blk = native.data() + r * s.w.row_bytes + b * tr.type_size;
+          ASSERT_EQ(std::memcmp(quants, blk + tr.type_size - qsb, qsb), 0) << dtype_name(type) << " block " << b;
+        }
+      }
+    }
+}
+
+TEST(SplitLayout, SimdMatchesScalarReference) {
+  if (variants().empty()) GTEST_SKIP() << "CPU has no AVX2";
+  std::mt19937 rng(7);
+  for (DType type : kTypes)
+    for (int64_t cols : kCols)
+      for (int64_t rows : {1, 5, 13})
+        for (int64_t tokens : {1, 3, 17}) {
+          const Split s = make_split(type, rows, cols, random_rows(type, rows, cols, rng));
+          const auto x = random_activations(tokens, cols, rng);
+          std::vector<float> ref(static_cast<size_t>(rows * tokens));
+          matmul_split_scalar(s.w, x.data(), tokens, ref.data(), 0, rows);
+          for (const auto& [name, variant] : variants()) {
+            const auto got = run(variant(type), s.w, x, tokens);
+            for (size_t i = 0; i < ref.size(); ++i)
+              ASSERT_NEAR(got[i], ref[i], 1e-4f * (1 + std::fabs(ref[i])))
+                  << name << " " << dtype_name(type) << " " << rows << "x" << cols << " tokens " << tokens << " at " << i;
+          }
+        }
+}
+
+TEST(SplitLayout, VariantsAreBitIdentical) {
+  const auto v = variants();
+  if (v.size() < 2) GTEST_SKIP() << "CPU has a single SIMD variant";
+  std::mt19937 rng(8);
+  for (DType type : kTypes)
+    for (int64_t cols : kCols) {
+      const int64_t rows = 11, tokens = 6;
+      const Split s = make_split(type, rows, cols, random_rows(type, rows, cols, rng));
+      const auto x = random_activations(tokens, cols, rng);
+      const auto first = run(v[0].second(type), s.w, x, tokens);
+      for (size_t i = 1; i < v.size(); ++i)
+        EXPECT_EQ(run(v[i].second(type), s.w, x, tokens), first) << v[i].first << " vs " << v[0].first << " "
+                                                                  << dtype_name(type) << " cols " << cols;
+    }
+}
+
+// Prefill tiles (1 row x 4/2/1 tokens) and decode tiles (4 rows x 1 token) give
+// the same bits, whatever the row range a thread gets.
+TEST(SplitLayout, ResultsDoNotDependOnTokenCountOrRowRange) {
+  std::mt19937 rng(9);
+  for (const auto& [name, variant] : variants())
+    for (DType type : kTypes) {
+      const int64_t rows = 23, cols = 576, tokens = 19;
+      const Split s = make_split(type, rows, cols, random_rows(type, rows, cols, rng));
+      const auto x = random_activations(tokens, cols, rng);
+      const auto all = run(variant(type), s.w, x, tokens);
+      for (int64_t t = 0; t < tokens; ++t) {
+        ActivationPack one;
+        one.build(x.data() + t * (cols / 32), 1, cols / 32);
+        std::vector<float> y(rows);
+        variant(type)(s.w, one, y.data(), 0, 7);
+        variant(type)(s.w, one, y.data(), 7, rows);
+        for (int64_t r = 0; r < rows; ++r)
+          ASSERT_EQ(y[r], all[t * rows + r]) << name << " " << dtype_name(type) << " t " << t << " r " << r;
+      }
+    }
+}
+
+}  // namespace
+}  // namespace tally
