@@ -3,6 +3,10 @@
 #include <cmath>
 #include <limits>
 
+#include "core/half.h"
+#include "kernels/cpu_features.h"
+#include "kernels/simd_avx2.h"
+
 namespace tally {
 
 void rms_norm(const float* x, const float* weight, float* out, int64_t n, float eps) {
@@ -14,6 +18,29 @@ void rms_norm(const float* x, const float* weight, float* out, int64_t n, float 
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void to_f16_scalar(const float* x, uint16_t* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = f32_to_f16(x[i]);
+}
+
+#if TALLY_HAVE_X86
+namespace {
+TALLY_AVX2 void to_f16_avx2(const float* x, uint16_t* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  to_f16_scalar(x + i, out + i, n - i);
+}
+}  // namespace
+#endif
+
+void to_f16(const float* x, uint16_t* out, int64_t n) {
+#if TALLY_HAVE_X86
+  if (simd_at_least(SimdLevel::Avx2)) return to_f16_avx2(x, out, n);
+#endif
+  to_f16_scalar(x, out, n);
 }
 
 void add_inplace(float* x, const float* y, int64_t n) {

@@ -1,14 +1,19 @@
 #pragma once
-// Element-wise and row-wise operations of the forward pass (scalar; the
-// compiler vectorizes them). All take sizes explicitly; none allocate.
+// Element-wise and row-wise operations of the forward pass. All take sizes
+// explicitly; none allocate. Functions with a _scalar twin dispatch on
+// simd_level() and are tested against it; the others the compiler vectorizes.
 #include <cstdint>
 
 namespace tally {
 
 // out = x / rms(x) * weight, over n values.
 void rms_norm(const float* x, const float* weight, float* out, int64_t n, float eps);
-// out[i] = silu(gate[i]) * up[i]
+// out[i] = silu(gate[i]) * up[i], with libm's exp: a 2-ulp vector exp here
+// moved the logits measurably away from the HF reference (see docs/performance.md).
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
+// out[i] = x[i] rounded to binary16 (nearest even), as f32_to_f16 does.
+void to_f16(const float* x, uint16_t* out, int64_t n);
+void to_f16_scalar(const float* x, uint16_t* out, int64_t n);
 // x[i] += y[i]
 void add_inplace(float* x, const float* y, int64_t n);
 // In-place softmax over n values; returns nothing, handles -inf entries.

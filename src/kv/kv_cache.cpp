@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "kernels/ops.h"
 
 namespace tally {
 
@@ -111,8 +112,7 @@ void KvCache::store_vec(uint8_t* dst, const float* src) const {
   if (storage_.type() == DType::F32) {
     std::memcpy(dst, src, hd * sizeof(float));
   } else {
-    auto* h = reinterpret_cast<uint16_t*>(dst);
-    for (int64_t i = 0; i < hd; ++i) h[i] = f32_to_f16(src[i]);
+    to_f16(src, reinterpret_cast<uint16_t*>(dst), hd);
   }
 }
 

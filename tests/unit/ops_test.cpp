@@ -9,7 +9,10 @@
 #include <utility>
 #include <vector>
 
+#include "core/half.h"
+#include "kernels/cpu_features.h"
 #include "kernels/ops.h"
+#include "test_util.h"
 
 namespace tally {
 namespace {
@@ -103,16 +106,34 @@ TEST(Softmax, MinusInfinityEntriesGetZero) {
 
 TEST(SiluMulAndAdd, MatchDouble) {
   std::mt19937 rng(3);
-  const std::vector<float> g = random_vector(300, rng, -20, 20), up = random_vector(300, rng, -3, 3);
-  std::vector<float> out(300);
-  silu_mul(g.data(), up.data(), out.data(), 300);
-  for (int i = 0; i < 300; ++i) {
+  std::vector<float> g = random_vector(301, rng, -20, 20), up = random_vector(301, rng, -3, 3);
+  for (float edge : {0.0f, -0.0f, 88.0f, -88.0f, 100.0f, -100.0f, 1e-30f, -1e30f}) g.push_back(edge), up.push_back(1.5f);
+  const int64_t n = static_cast<int64_t>(g.size());
+  std::vector<float> out(n);
+  silu_mul(g.data(), up.data(), out.data(), n);
+  for (int64_t i = 0; i < n; ++i) {
     const double want = g[i] / (1 + std::exp(-static_cast<double>(g[i]))) * up[i];
-    EXPECT_LE(std::fabs(out[i] - want), 8 * kU * std::fabs(want) + 1e-30) << i;
+    EXPECT_LE(std::fabs(out[i] - want), 8 * kU * std::fabs(want) + 1e-30) << "g=" << g[i];
   }
+  g.resize(300);
+  up.resize(300);
   std::vector<float> a = g;
   add_inplace(a.data(), up.data(), 300);
   for (int i = 0; i < 300; ++i) EXPECT_EQ(a[i], g[i] + up[i]);
+}
+
+TEST(ToF16, SimdRoundsAsTheScalarReference) {
+  std::mt19937 rng(4);
+  std::vector<float> x = random_vector(1000, rng, -70000, 70000);
+  for (float v : random_vector(1000, rng, -1e-4f, 1e-4f)) x.push_back(v);  // f16 subnormals
+  for (float v : {0.0f, -0.0f, 65504.0f, 65520.0f, -1e9f, 5.96e-8f, 2.98e-8f, std::numeric_limits<float>::infinity()})
+    x.push_back(v);
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<uint16_t> want(n), got(n);
+  to_f16_scalar(x.data(), want.data(), n);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(want[i], f32_to_f16(x[i]));
+  to_f16(x.data(), got.data(), n);  // at the CPU's own level
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], want[i]) << "x=" << x[i];
 }
 
 // --- RoPE ---------------------------------------------------------------------

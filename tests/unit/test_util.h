@@ -11,6 +11,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/half.h"
+#include "kernels/cpu_features.h"
 
 namespace tally::test {
 
@@ -25,6 +26,18 @@ inline void expect_error(const std::function<void()>& fn, std::initializer_list<
   }
   ADD_FAILURE() << "no tally::Error thrown";
 }
+
+// Sets the kernels' SIMD level for a scope (clamped to what the CPU supports).
+class SimdLevelScope {
+ public:
+  explicit SimdLevelScope(SimdLevel level) : saved_(simd_level()) { set_simd_level(level); }
+  ~SimdLevelScope() { set_simd_level(saved_); }
+  SimdLevelScope(const SimdLevelScope&) = delete;
+  SimdLevelScope& operator=(const SimdLevelScope&) = delete;
+
+ private:
+  SimdLevel saved_;
+};
 
 // Value i of a cached vector stored as F32 or F16 at p (unaligned).
 inline float stored_value(const uint8_t* p, int64_t i, DType t) {

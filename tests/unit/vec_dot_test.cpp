@@ -22,6 +22,7 @@
 #include "kernels/dequantize.h"
 #include "kernels/matmul.h"
 #include "kernels/vec_dot.h"
+#include "test_util.h"
 #include "runtime/thread_pool.h"
 
 namespace tally {
@@ -30,15 +31,6 @@ namespace {
 bool have_avx2() { return simd_supported(SimdLevel::Avx2); }
 
 // Forces a SIMD level for one test and restores the previous one.
-class SimdLevelScope {
- public:
-  explicit SimdLevelScope(SimdLevel level) : saved_(simd_level()) { set_simd_level(level); }
-  ~SimdLevelScope() { set_simd_level(saved_); }
-
- private:
-  SimdLevel saved_;
-};
-
 float uniform(std::mt19937& rng, float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(rng); }
 
 // n activations, block by block of a randomly chosen kind, so that every run
@@ -267,12 +259,12 @@ TEST(VecDot, Avx2MatchesScalarAtEverySizeAndAlignment) {
 
 TEST(VecDot, DispatchFollowsSimdLevel) {
   {
-    SimdLevelScope scalar(SimdLevel::Scalar);
+    test::SimdLevelScope scalar(SimdLevel::Scalar);
     EXPECT_EQ(vec_dot_fn(DType::Q4_0), &vec_dot_q4_0_q8_scalar);
     EXPECT_EQ(vec_dot_fn(DType::Q8_0), &vec_dot_q8_0_q8_scalar);
   }
   if (have_avx2()) {
-    SimdLevelScope avx2(SimdLevel::Avx2);
+    test::SimdLevelScope avx2(SimdLevel::Avx2);
     EXPECT_EQ(vec_dot_fn(DType::Q4_1), &vec_dot_q4_1_q8_avx2);
   }
   EXPECT_THROW(vec_dot_fn(DType::Q2_K), Error);
@@ -333,7 +325,7 @@ TEST(VecDot, ScalarKernelsMatchDequantizedMath) {
 // --- matmul -------------------------------------------------------------------
 
 TEST(Matmul, ThreadedEqualsReferenceBitForBit) {
-  SimdLevelScope scalar(SimdLevel::Scalar);
+  test::SimdLevelScope scalar(SimdLevel::Scalar);
   const DType types[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
   std::mt19937 rng(5);
   ThreadPool pools[] = {ThreadPool(1), ThreadPool(2), ThreadPool(3)};
