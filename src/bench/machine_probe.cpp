@@ -44,6 +44,20 @@ TALLY_AVX2 float fma_loop_avx2(int64_t iters) {
   _mm256_store_ps(out, s);
   return out[0];
 }
+
+// The same with 16 lanes, for CPUs whose widest FMA is AVX-512's.
+__attribute__((target("avx512f"))) float fma_loop_avx512(int64_t iters) {
+  __m512 acc[8];
+  for (int k = 0; k < 8; ++k) acc[k] = _mm512_set1_ps(0.001f * k);
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  for (int64_t i = 0; i < iters; ++i)
+    for (int k = 0; k < 8; ++k) acc[k] = _mm512_fmadd_ps(acc[k], a, b);
+  __m512 s = acc[0];
+  for (int k = 1; k < 8; ++k) s = _mm512_add_ps(s, acc[k]);
+  alignas(64) float out[16];
+  _mm512_store_ps(out, s);
+  return out[0];
+}
 #endif
 
 uint64_t read_sum(const uint8_t* p, size_t n) {
@@ -84,13 +98,19 @@ MachineLimits probe_machine(int threads) {
   }
   m.read_gbps = best;
 
-  // FMA peak: each thread runs the same loop; 8 chains x 8 lanes x 2 flops per iteration.
+  // FMA peak at the widest vectors the kernels may use: each thread runs the
+  // same loop; 8 chains x 8 (or 16) lanes x 2 flops per iteration.
+  const bool wide = simd_at_least(SimdLevel::Avx512Vnni);
   const int64_t iters = 20'000'000;
   std::vector<float> fsink(threads);
   const auto t0 = Clock::now();
   pool.parallel_for(threads, [&](int64_t b, int64_t e, int w) {
     for (int64_t i = b; i < e; ++i) {
 #if TALLY_HAVE_X86
+      if (wide) {
+        fsink[w] += fma_loop_avx512(iters);
+        continue;
+      }
       if (simd_at_least(SimdLevel::Avx2)) {
         fsink[w] += fma_loop_avx2(iters);
         continue;
@@ -102,7 +122,7 @@ MachineLimits probe_machine(int threads) {
     }
   });
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  const double lanes = simd_at_least(SimdLevel::Avx2) ? 64.0 : 1.0;
+  const double lanes = wide ? 128.0 : simd_at_least(SimdLevel::Avx2) ? 64.0 : 1.0;
   m.fma_gflops = static_cast<double>(threads) * iters * lanes * 2 / s / 1e9;
   return m;
 }

@@ -62,6 +62,8 @@ if [ -f "$model" ]; then
   expect_error "negative temperature" "--temp" "$tally" run -p hi --temp -1
   expect_error "top-p out of range" "--top-p" "$tally" run -p hi --top-p 1.5
   expect_error "bad cache type" "--cache-type" "$tally" run -p hi --cache-type q9
+  expect_error "unknown kernel level" "--simd must be" "$tally" run -p hi --simd sse9
+  expect_ok "scalar kernels" "Paris" "$tally" run -p "The capital of France is" -n 4 --temp 0 --simd scalar
   expect_error "negative -n" "-n must be" "$tally" run -p hi -n -1
   expect_error "zero threads is fine but negative is not" "-t must be" "$tally" run -p hi -t -2
   expect_error "prompt longer than context" "more than the .* left in the context" "$tally" run -c 8 -p "one two three four five six seven eight nine ten eleven twelve"
