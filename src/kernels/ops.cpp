@@ -5,7 +5,7 @@
 
 #include "core/half.h"
 #include "kernels/cpu_features.h"
-#include "kernels/simd_avx2.h"
+#include "kernels/exp_avx2.h"
 
 namespace tally {
 
@@ -16,7 +16,7 @@ void rms_norm(const float* x, const float* weight, float* out, int64_t n, float 
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
 }
 
-void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+void silu_mul_scalar(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
@@ -26,6 +26,17 @@ void to_f16_scalar(const float* x, uint16_t* out, int64_t n) {
 
 #if TALLY_HAVE_X86
 namespace {
+TALLY_AVX2 void silu_mul_avx2(const float* gate, const float* up, float* out, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), _mm256_loadu_ps(up + i)));
+  }
+  silu_mul_scalar(gate + i, up + i, out + i, n - i);
+}
+
 TALLY_AVX2 void to_f16_avx2(const float* x, uint16_t* out, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -35,6 +46,13 @@ TALLY_AVX2 void to_f16_avx2(const float* x, uint16_t* out, int64_t n) {
 }
 }  // namespace
 #endif
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+#if TALLY_HAVE_X86
+  if (simd_at_least(SimdLevel::Avx2)) return silu_mul_avx2(gate, up, out, n);
+#endif
+  silu_mul_scalar(gate, up, out, n);
+}
 
 void to_f16(const float* x, uint16_t* out, int64_t n) {
 #if TALLY_HAVE_X86

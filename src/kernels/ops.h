@@ -8,9 +8,9 @@ namespace tally {
 
 // out = x / rms(x) * weight, over n values.
 void rms_norm(const float* x, const float* weight, float* out, int64_t n, float eps);
-// out[i] = silu(gate[i]) * up[i], with libm's exp: a 2-ulp vector exp here
-// moved the logits measurably away from the HF reference (see docs/performance.md).
+// out[i] = silu(gate[i]) * up[i]
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
+void silu_mul_scalar(const float* gate, const float* up, float* out, int64_t n);
 // out[i] = x[i] rounded to binary16 (nearest even), as f32_to_f16 does.
 void to_f16(const float* x, uint16_t* out, int64_t n);
 void to_f16_scalar(const float* x, uint16_t* out, int64_t n);

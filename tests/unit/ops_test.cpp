@@ -110,10 +110,12 @@ TEST(SiluMulAndAdd, MatchDouble) {
   for (float edge : {0.0f, -0.0f, 88.0f, -88.0f, 100.0f, -100.0f, 1e-30f, -1e30f}) g.push_back(edge), up.push_back(1.5f);
   const int64_t n = static_cast<int64_t>(g.size());
   std::vector<float> out(n);
-  silu_mul(g.data(), up.data(), out.data(), n);
-  for (int64_t i = 0; i < n; ++i) {
-    const double want = g[i] / (1 + std::exp(-static_cast<double>(g[i]))) * up[i];
-    EXPECT_LE(std::fabs(out[i] - want), 8 * kU * std::fabs(want) + 1e-30) << "g=" << g[i];
+  for (auto fn : {silu_mul_scalar, silu_mul}) {  // the reference, then the kernel of the CPU's level
+    fn(g.data(), up.data(), out.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = g[i] / (1 + std::exp(-static_cast<double>(g[i]))) * up[i];
+      EXPECT_LE(std::fabs(out[i] - want), 8 * kU * std::fabs(want) + 1e-30) << "g=" << g[i];
+    }
   }
   g.resize(300);
   up.resize(300);
