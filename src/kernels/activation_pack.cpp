@@ -1,8 +1,10 @@
 #include "kernels/activation_pack.h"
 
 #include <cstring>
+#include <type_traits>
 
 #include "core/error.h"
+#include "kernels/split_layout.h"
 
 namespace tally {
 
@@ -22,20 +24,20 @@ void ActivationPack::build(const BlockQ8* x, int64_t n_tokens, int64_t blocks_pe
   q.resize(static_cast<size_t>(n * nb * 32));
   d.assign(static_cast<size_t>(n * nb8), 0.0f);
   s.assign(static_cast<size_t>(n * nb8), 0.0f);
-  const int64_t full = nb / 8 * 8;
   for (int64_t t = 0; t < n; ++t) {
     const BlockQ8* xb = x + t * nb;
-    for (int64_t g = 0; g < full; g += 8) {
-      int8_t* out = q.data() + (t * nb + g) * 32;
+    int8_t* out = q.data() + t * nb * 32;
+    auto run = [&](auto width, int64_t b0) {  // one run of split_layout.h, its width a constant
+      constexpr int W = decltype(width)::value;
       for (int k = 0; k < 8; ++k)
-        for (int b = 0; b < 8; ++b) std::memcpy(out + k * 32 + b * 4, xb[g + b].q + 4 * k, 4);
-    }
-    for (int64_t p = full; p < nb; p += 2) {
-      int8_t* out = q.data() + (t * nb + p) * 32;
-      std::memcpy(out, xb[p].q, 16);
-      std::memcpy(out + 16, xb[p + 1].q, 16);
-      std::memcpy(out + 32, xb[p].q + 16, 16);
-      std::memcpy(out + 48, xb[p + 1].q + 16, 16);
+        for (int i = 0; i < W; ++i) std::memcpy(out + b0 * 32 + (k * W + i) * 4, xb[b0 + i].q + 4 * k, 4);
+    };
+    for (int64_t b0 = 0; b0 < nb;) {
+      switch (split_run(nb, b0).width) {
+        case 8: run(std::integral_constant<int, 8>{}, b0), b0 += 8; break;
+        case 4: run(std::integral_constant<int, 4>{}, b0), b0 += 4; break;
+        default: run(std::integral_constant<int, 2>{}, b0), b0 += 2; break;
+      }
     }
     for (int64_t b = 0; b < nb; ++b) {
       d[t * nb8 + b] = xb[b].d;

@@ -1,12 +1,9 @@
 #pragma once
 // Q8 activations rearranged for the split-layout kernels (see split_layout.h),
 // built once per matmul input and shared by every matrix that reads it.
-// Per token, q holds nb * 32 int8 values in the order of the weights' quants:
-//   full groups of 8 blocks (256 bytes each): for k = 0..7, values 4k..4k+3 of
-//     blocks 0..7 side by side (32 bytes per k), so lane b of a 32-byte load
-//     belongs to block b;
-//   the tail blocks (nb % 8, an even count) in pairs of 64 bytes: values
-//     0..15 of both blocks, then values 16..31 of both (a Q4 pair's nibbles).
+// Per token, q holds nb * 32 int8 values in the runs of the weights' quants
+// (split_layout.h): in a run of W blocks, for k = 0..7, values 4k..4k+3 of its
+// blocks side by side (4W bytes per k).
 // d, s: (n, nb8) floats, the blocks' scale and scale * sum, zero-padded to
 // nb8 = nb rounded up to 8 (kernels read scales 8 blocks at a time).
 // Capacity is reserved once (reserve()); build() then never allocates.
@@ -27,7 +24,7 @@ struct ActivationPack {
   // PRECONDITION: nb even (rows of a multiple of 64 values).
   void build(const BlockQ8* x, int64_t n_tokens, int64_t blocks_per_token);
 
-  // Values of `token` from block b on (b a multiple of 8, or of 2 in the tail).
+  // Values of `token` from the run starting at block b on.
   const int8_t* q_at(int64_t token, int64_t b) const { return q.data() + (token * nb + b) * 32; }
   const float* d_row(int64_t token) const { return d.data() + token * nb8; }
   const float* s_row(int64_t token) const { return s.data() + token * nb8; }

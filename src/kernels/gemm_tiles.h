@@ -156,31 +156,34 @@ constexpr int kPrefetch = 8192;
 
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
-// Integer sums of one full group of 8 blocks for T tokens, block b in lane b.
-// w: the group's transposed quants; x[j]: token j's group (activation_pack.h).
+// Integer sums of one run of W blocks (split_layout.h) for T tokens: lane l
+// holds a partial sum of block l % W (the whole block sum when W = 8).
+// w: the run's quants; x[j]: token j's run (activation_pack.h).
 // Lanes256 uses 32-byte loads and the dot instruction D.
 template <class D>
 struct Lanes256 {
   using Dot = D;
-  template <int T>
+  // Load i holds dwords of values 4k.. (low nibbles, meeting x + 32 i) and
+  // 16+4k.. (high nibbles, meeting the x dwords 4 W further on).
+  template <int W, int T>
   __attribute__((always_inline)) static void q4(const uint8_t* w, const int8_t* const* x, __m256i* out) {
     const __m256i m4 = _mm256_set1_epi8(15);
     for (int j = 0; j < T; ++j) out[j] = _mm256_setzero_si256();
-    for (int k = 0; k < 4; ++k) {  // dword k: values 4k.. (low nibbles) and 16+4k.. (high)
-      const __m256i q = load256(w + 32 * k);
+    for (int i = 0; i < W / 2; ++i) {
+      const __m256i q = load256(w + 32 * i);
       const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
       for (int j = 0; j < T; ++j)
-        out[j] = D::dot_acc(D::dot_acc(out[j], lo, load256(x[j] + 32 * k)), hi, load256(x[j] + 32 * (k + 4)));
+        out[j] = D::dot_acc(D::dot_acc(out[j], lo, load256(x[j] + 32 * i)), hi, load256(x[j] + 16 * W + 32 * i));
     }
   }
   // Signed: |w| is the unsigned operand and the sign moves to x.
-  template <int T>
+  template <int W, int T>
   __attribute__((always_inline)) static void q8(const uint8_t* w, const int8_t* const* x, __m256i* out) {
     for (int j = 0; j < T; ++j) out[j] = _mm256_setzero_si256();
-    for (int k = 0; k < 8; ++k) {
-      const __m256i q = load256(w + 32 * k);
+    for (int i = 0; i < W; ++i) {
+      const __m256i q = load256(w + 32 * i);
       const __m256i qa = _mm256_sign_epi8(q, q);
-      for (int j = 0; j < T; ++j) out[j] = D::dot_acc(out[j], qa, _mm256_sign_epi8(load256(x[j] + 32 * k), q));
+      for (int j = 0; j < T; ++j) out[j] = D::dot_acc(out[j], qa, _mm256_sign_epi8(load256(x[j] + 32 * i), q));
     }
   }
 };
@@ -192,127 +195,97 @@ struct DotVnni512 {
   static __m256i dot_acc(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
 };
 
-// 64-byte loads: dwords k and k+1 of the 8 blocks at once; lanes 8..15 fold onto 0..7 at the end.
+// Runs of 8 with 64-byte loads (two dwords of the 8 blocks at once; lanes
+// 8..15 fold onto 0..7 at the end); the shorter runs as Lanes256.
 struct Lanes512 {
   using Dot = DotVnni512;
+  using Narrow = Lanes256<DotVnni512>;
   static __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
   static __m256i fold(__m512i v) {
     // (masked forms: g++ 12 warns about the undefined source operand of the plain ones)
     return _mm256_add_epi32(_mm512_maskz_extracti64x4_epi64(0xFF, v, 0), _mm512_maskz_extracti64x4_epi64(0xFF, v, 1));
   }
-  template <int T>
+  template <int W, int T>
   __attribute__((always_inline)) static void q4(const uint8_t* w, const int8_t* const* x, __m256i* out) {
-    const __m512i m4 = _mm512_set1_epi8(15);
-    __m512i acc[T];
-    for (int j = 0; j < T; ++j) acc[j] = _mm512_setzero_si512();
-    for (int k = 0; k < 2; ++k) {  // dwords 2k, 2k+1: values 8k.. (low nibbles) and 16+8k.. (high)
-      const __m512i q = load512(w + 64 * k);
-      const __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-      for (int j = 0; j < T; ++j)
-        acc[j] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc[j], lo, load512(x[j] + 64 * k)), hi,
-                                     load512(x[j] + 64 * (k + 2)));
-    }
-    for (int j = 0; j < T; ++j) out[j] = fold(acc[j]);
-  }
-  template <int T>
-  __attribute__((always_inline)) static void q8(const uint8_t* w, const int8_t* const* x, __m256i* out) {
-    __m512i acc[T];
-    for (int j = 0; j < T; ++j) acc[j] = _mm512_setzero_si512();
-    for (int k = 0; k < 4; ++k) {
-      const __m512i q = load512(w + 64 * k);
-      const __m512i qa = _mm512_abs_epi8(q);  // -128 becomes 0x80, read as unsigned 128
-      const __mmask64 neg = _mm512_movepi8_mask(q);
-      for (int j = 0; j < T; ++j) {
-        const __m512i xv = load512(x[j] + 64 * k);
-        acc[j] = _mm512_dpbusd_epi32(acc[j], qa, _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv));
+    if constexpr (W < 8) {
+      Narrow::q4<W, T>(w, x, out);
+    } else {
+      const __m512i m4 = _mm512_set1_epi8(15);
+      __m512i acc[T];
+      for (int j = 0; j < T; ++j) acc[j] = _mm512_setzero_si512();
+      for (int k = 0; k < 2; ++k) {  // dwords 2k, 2k+1: values 8k.. (low nibbles) and 16+8k.. (high)
+        const __m512i q = load512(w + 64 * k);
+        const __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+        for (int j = 0; j < T; ++j)
+          acc[j] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc[j], lo, load512(x[j] + 64 * k)), hi,
+                                       load512(x[j] + 64 * (k + 2)));
       }
+      for (int j = 0; j < T; ++j) out[j] = fold(acc[j]);
     }
-    for (int j = 0; j < T; ++j) out[j] = fold(acc[j]);
+  }
+  template <int W, int T>
+  __attribute__((always_inline)) static void q8(const uint8_t* w, const int8_t* const* x, __m256i* out) {
+    if constexpr (W < 8) {
+      Narrow::q8<W, T>(w, x, out);
+    } else {
+      __m512i acc[T];
+      for (int j = 0; j < T; ++j) acc[j] = _mm512_setzero_si512();
+      for (int k = 0; k < 4; ++k) {
+        const __m512i q = load512(w + 64 * k);
+        const __m512i qa = _mm512_abs_epi8(q);  // -128 becomes 0x80, read as unsigned 128
+        const __mmask64 neg = _mm512_movepi8_mask(q);
+        for (int j = 0; j < T; ++j) {
+          const __m512i xv = load512(x[j] + 64 * k);
+          acc[j] = _mm512_dpbusd_epi32(acc[j], qa, _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv));
+        }
+      }
+      for (int j = 0; j < T; ++j) out[j] = fold(acc[j]);
+    }
   }
 };
 #endif
 
-// Integer sums of the tail blocks [b0, b0 + count) (count < 8, even) of a Q4
-// row for T tokens, in lanes 0..count-1. Each 32-byte load holds two blocks'
-// nibbles, unpacked once for all T tokens: the low nibbles meet the pair's
-// values 0..15, the high ones 16..31 (xpairs[j]: token j's pairs from b0).
-template <class D, int T>
-__attribute__((always_inline)) inline void q4_tail_sums(const uint8_t* qs, int64_t b0, int64_t count,
-                                                        const int8_t* const* xpairs, __m256i* out) {
-  const __m256i m4 = _mm256_set1_epi8(15);
-  __m256i p[T][4];
-  for (int k = 0; k < 4; ++k) {
-    if (2 * k >= count) {
-      for (int j = 0; j < T; ++j) p[j][k] = _mm256_setzero_si256();
-      continue;
-    }
-    const __m256i q = load256(qs + (b0 + 2 * k) * 16);
-    const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-    for (int j = 0; j < T; ++j)
-      p[j][k] = D::dot_acc(D::dot(lo, load256(xpairs[j] + k * 64)), hi, load256(xpairs[j] + k * 64 + 32));
-  }
-  // p[j][k] = [block 2k: 4 partial sums | block 2k+1: 4]; three hadds leave [b0 b2 b4 b6 | b1 b3 b5 b7].
-  for (int j = 0; j < T; ++j) {
-    const __m256i h =
-        _mm256_hadd_epi32(_mm256_hadd_epi32(p[j][0], p[j][1]), _mm256_hadd_epi32(p[j][2], p[j][3]));
-    out[j] = _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-  }
-}
-
-// The same for signed Q8_0 tail blocks (|w| as the unsigned operand, the sign moved to x).
-template <class D, int T>
-__attribute__((always_inline)) inline void q8_tail_sums(const uint8_t* qs, int64_t b0, int64_t count,
-                                                        const BlockQ8* const* x, __m256i* out) {
-  __m256i v[T][8];
-  for (int k = 0; k < 8; ++k) {
-    if (k >= count) {
-      for (int j = 0; j < T; ++j) v[j][k] = _mm256_setzero_si256();
-      continue;
-    }
-    const __m256i w = load256(qs + (b0 + k) * 32);
-    const __m256i wa = _mm256_sign_epi8(w, w);
-    for (int j = 0; j < T; ++j) v[j][k] = D::dot(wa, _mm256_sign_epi8(load256(x[j][b0 + k].q), w));
-  }
-  for (int j = 0; j < T; ++j) {
-    const __m256i h0 =
-        _mm256_hadd_epi32(_mm256_hadd_epi32(v[j][0], v[j][1]), _mm256_hadd_epi32(v[j][2], v[j][3]));
-    const __m256i h1 =
-        _mm256_hadd_epi32(_mm256_hadd_epi32(v[j][4], v[j][5]), _mm256_hadd_epi32(v[j][6], v[j][7]));
-    // h0 = [v0..v3 low halves | v0..v3 high halves], h1 likewise for v4..v7.
-    out[j] = _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20), _mm256_permute2x128_si256(h0, h1, 0x31));
-  }
-}
-
-// Weight formats of the split layout: block sums of a group (full or tail).
-// value = d * q + m with m = kMinScale * (kMinIsD ? d : the stored m).
+// Weight formats of the split layout. value = d * q + m with
+// m = kMinScale * (kMinIsD ? d : the stored m).
 template <bool kQ8, bool kMinStored, int kMinScaleX>
 struct SplitFmt {
   static constexpr int kQsBytes = kQ8 ? 32 : 16;
   static constexpr bool kMin = !kQ8, kMinIsD = !kMinStored;
   static constexpr float kMinScale = static_cast<float>(kMinScaleX);
-  template <class L, bool kFull, int T>
-  __attribute__((always_inline)) static void sums(const uint8_t* qs, int64_t b0, int64_t count,
-                                                  const ActivationPack& x, int64_t t, __m256i* out) {
+  template <class L, int W, int T>
+  __attribute__((always_inline)) static void sums(const uint8_t* qs, int64_t b0, const ActivationPack& x, int64_t t,
+                                                  __m256i* out) {
     const int8_t* xq[T];
     for (int j = 0; j < T; ++j) xq[j] = x.q_at(t + j, b0);
-    if constexpr (kFull) {
-      if constexpr (kQ8) L::template q8<T>(qs + b0 * kQsBytes, xq, out);
-      else L::template q4<T>(qs + b0 * kQsBytes, xq, out);
-    } else if constexpr (kQ8) {
-      const BlockQ8* xb[T];
-      for (int j = 0; j < T; ++j) xb[j] = x.blocks + (t + j) * x.nb;
-      q8_tail_sums<typename L::Dot, T>(qs, b0, count, xb, out);
-    } else {
-      q4_tail_sums<typename L::Dot, T>(qs, b0, count, xq, out);
-    }
+    if constexpr (kQ8) L::template q8<W, T>(qs + b0 * kQsBytes, xq, out);
+    else L::template q4<W, T>(qs + b0 * kQsBytes, xq, out);
   }
 };
 using SplitQ4_1 = SplitFmt<false, true, 1>;
 using SplitQ4_0 = SplitFmt<false, false, -8>;  // (q - 8) d = q d + (-8) d: the min term reuses d
 using SplitQ8_0 = SplitFmt<true, false, 0>;
 
-// R rows x T tokens. Per (row, token): acc += sums(group) * (d_w * d_x) and
-// accm += m_w * s_x, group by group in block order, whatever R, T and L are.
+// 8 floats repeating the W (8, 4 or 2) at p: lane l gets p[l % W].
+template <int W>
+inline __m256 repeat_ps(const float* p) {
+  if constexpr (W == 8) return _mm256_loadu_ps(p);
+  else if constexpr (W == 4) return _mm256_broadcast_ps(reinterpret_cast<const __m128*>(p));
+  else return _mm256_castpd_ps(_mm256_broadcast_sd(reinterpret_cast<const double*>(p)));
+}
+// The same for W f16 values, converted.
+template <int W>
+inline __m256 repeat_half(const uint8_t* p) {
+  if constexpr (W == 8) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  int64_t v8;
+  int32_t v4;
+  if constexpr (W == 4) std::memcpy(&v8, p, 8);
+  else std::memcpy(&v4, p, 4);
+  return _mm256_cvtph_ps(W == 4 ? _mm_set1_epi64x(v8) : _mm_set1_epi32(v4));
+}
+
+// R rows x T tokens, run by run in block order. Per (row, token) and run:
+// acc += sums * (d_w * d_x), lane by lane (repeating scales for runs under 8
+// blocks), and accm += m_w * s_x over the run's blocks, whatever R, T and L are.
 template <class S, class L, int R, int T>
 __attribute__((always_inline)) inline void split_tile(const WeightMatrix& w, int64_t r, const ActivationPack& x,
                                                       int64_t t, float* y) {
@@ -326,21 +299,20 @@ __attribute__((always_inline)) inline void split_tile(const WeightMatrix& w, int
   if (t == 0)  // the first token tile of these rows asks for the rows ahead
     for (uint64_t off = 0; off < R * w.row_bytes; off += 64)
       _mm_prefetch(reinterpret_cast<const char*>(qs[0] + kPrefetch + off), _MM_HINT_T0);
-  // Full groups of 8 blocks without branches, then at most one tail group.
-  auto group = [&](auto full, int64_t b0, int64_t count) __attribute__((always_inline)) {
-    constexpr bool kFull = decltype(full)::value;
+  auto run = [&](auto width, int64_t b0) __attribute__((always_inline)) {
+    constexpr int W = decltype(width)::value;
     __m256 dx[T], sx[T];
     for (int j = 0; j < T; ++j) {
-      dx[j] = _mm256_loadu_ps(x.d_row(t + j) + b0);
-      sx[j] = _mm256_loadu_ps(x.s_row(t + j) + b0);
+      dx[j] = repeat_ps<W>(x.d_row(t + j) + b0);
+      sx[j] = _mm256_loadu_ps(x.s_row(t + j) + b0);  // lanes past the run meet m_w = 0
     }
     for (int i = 0; i < R; ++i) {
       const uint8_t* dw_ptr = qs[i] + nb * S::kQsBytes;
-      const __m256 dw = load_half8(dw_ptr + 2 * b0, kFull ? 8 : count);
+      const __m256 dw = repeat_half<W>(dw_ptr + 2 * b0);
       __m256i sums[T];
-      S::template sums<L, kFull, T>(qs[i], b0, count, x, t, sums);
-      __m256 mw = dw;
-      if constexpr (S::kMin && !S::kMinIsD) mw = load_half8(dw_ptr + 2 * nb + 2 * b0, kFull ? 8 : count);
+      S::template sums<L, W, T>(qs[i], b0, x, t, sums);
+      __m256 mw = W == 8 ? dw : load_half8(dw_ptr + 2 * b0, W);
+      if constexpr (S::kMin && !S::kMinIsD) mw = load_half8(dw_ptr + 2 * nb + 2 * b0, W);
       for (int j = 0; j < T; ++j) {
         acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[j]), _mm256_mul_ps(dw, dx[j]), acc[i][j]);
         if constexpr (S::kMin) accm[i][j] = _mm256_fmadd_ps(mw, sx[j], accm[i][j]);
@@ -348,8 +320,10 @@ __attribute__((always_inline)) inline void split_tile(const WeightMatrix& w, int
     }
   };
   const int64_t full_end = nb / 8 * 8;
-  for (int64_t b0 = 0; b0 < full_end; b0 += 8) group(std::true_type{}, b0, 8);
-  if (full_end < nb) group(std::false_type{}, full_end, nb - full_end);
+  for (int64_t b0 = 0; b0 < full_end; b0 += 8) run(std::integral_constant<int, 8>{}, b0);
+  int64_t b0 = full_end;
+  if (nb - b0 >= 4) run(std::integral_constant<int, 4>{}, b0), b0 += 4;
+  if (nb - b0 == 2) run(std::integral_constant<int, 2>{}, b0);
   for (int i = 0; i < R; ++i)
     for (int j = 0; j < T; ++j) {
       float v = hsum(acc[i][j]);
@@ -369,7 +343,7 @@ __attribute__((always_inline)) inline void split_rows(const WeightMatrix& w, con
     for (; r < r1; ++r) split_tile<S, L, 1, 1>(w, r, x, 0, y);
     return;
   }
-  for (int64_t t0 = 0; t0 < x.n; t0 += kTokenChunk) {  // prefill: one unpacked weight group feeds 4 tokens
+  for (int64_t t0 = 0; t0 < x.n; t0 += kTokenChunk) {  // prefill: one unpacked weight run feeds 4 tokens
     const int64_t t1 = std::min(x.n, t0 + kTokenChunk);
     for (int64_t r = r0; r < r1; ++r) {
       int64_t t = t0;

@@ -39,17 +39,12 @@ bool split_supported(DType type, int64_t cols) {
 
 void split_block_quants(DType type, const uint8_t* row, int64_t nb, int64_t b, uint8_t* out) {
   const int qsb = geometry(type).qs_bytes;
-  if (b >= nb / 8 * 8) {
-    std::memcpy(out, row + b * qsb, static_cast<size_t>(qsb));
-    return;
-  }
-  const uint8_t* group = row + (b / 8) * 8 * qsb;
-  for (int k = 0; k < qsb / 4; ++k) std::memcpy(out + 4 * k, group + k * 32 + (b % 8) * 4, 4);
+  for (int k = 0; k < qsb / 4; ++k) std::memcpy(out + 4 * k, row + split_dword_offset(nb, qsb, b, k), 4);
 }
 
 void repack_split(DType type, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols) {
   const Geometry g = geometry(type);
-  const int64_t nb = cols / 32, full = nb / 8 * 8;
+  const int64_t nb = cols / 32;
   const int64_t row_bytes = nb * g.block_bytes;
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* s = src + r * row_bytes;
@@ -61,12 +56,8 @@ void repack_split(DType type, const uint8_t* src, uint8_t* dst, int64_t rows, in
       const uint8_t* quants = blk + (g.has_m ? 4 : 2);
       std::memcpy(d + 2 * b, blk, 2);
       if (g.has_m) std::memcpy(m + 2 * b, blk + 2, 2);
-      if (b >= full) {
-        std::memcpy(qs + b * g.qs_bytes, quants, g.qs_bytes);
-        continue;
-      }
-      uint8_t* group = qs + (b / 8) * 8 * g.qs_bytes;
-      for (int k = 0; k < g.qs_bytes / 4; ++k) std::memcpy(group + k * 32 + (b % 8) * 4, quants + 4 * k, 4);
+      for (int k = 0; k < g.qs_bytes / 4; ++k)
+        std::memcpy(qs + split_dword_offset(nb, g.qs_bytes, b, k), quants + 4 * k, 4);
     }
   }
 }

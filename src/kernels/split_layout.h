@@ -4,10 +4,12 @@
 // integer sums of 8 blocks come out one block per lane, with no reduction:
 //   row = quants of all nb blocks (16 or 32 bytes each) | d of all blocks (f16) |
 //         m of all blocks (f16, Q4_1 only);
-//   quants: each full group of 8 blocks stores dword k (bytes 4k..4k+3) of its
-//   blocks 0..7 side by side, k = 0, 1, ...; the tail blocks (nb % 8) follow in
-//   their native order. A dword of Q4 holds values 4k..4k+3 in its low nibbles
-//   and 16+4k..19+4k in its high ones; of Q8_0, values 4k..4k+3.
+//   quants: the blocks form runs of 8 (as many as fit), then one of 4 and one
+//   of 2 as what is left needs (nb is even). A run of width W stores dword k
+//   (bytes 4k..4k+3) of its blocks 0..W-1 side by side, k = 0, 1, ..., so a
+//   32-byte load meets 8, 4 or 2 blocks, lane l belonging to block l % W.
+//   A dword of Q4 holds values 4k..4k+3 in its low nibbles and 16+4k..19+4k in
+//   its high ones; of Q8_0, values 4k..4k+3.
 // Same size as the native row, so repacking at load costs no memory beyond the
 // copy (the mapped source pages are released afterwards).
 #include <cstdint>
@@ -17,6 +19,24 @@
 #include "kernels/matmul.h"
 
 namespace tally {
+
+// The run holding block b of a row of nb blocks (nb even): its first block and width.
+struct SplitRun {
+  int64_t start;
+  int width;
+};
+inline SplitRun split_run(int64_t nb, int64_t b) {
+  const int64_t full = nb / 8 * 8;
+  if (b < full) return {b / 8 * 8, 8};
+  if (nb - full >= 4 && b < full + 4) return {full, 4};
+  return {nb - 2, 2};
+}
+// Byte offset of dword k of block b in the quants of a row whose blocks have
+// `block_bytes` quant bytes (16 for Q4, 32 for Q8_0 and for Q8 activations).
+inline int64_t split_dword_offset(int64_t nb, int block_bytes, int64_t b, int k) {
+  const SplitRun r = split_run(nb, b);
+  return r.start * block_bytes + (k * r.width + (b - r.start)) * 4;
+}
 
 // Types and shapes the split kernels serve: Q4_0, Q4_1, Q8_0 with cols % 64 == 0.
 bool split_supported(DType type, int64_t cols);
