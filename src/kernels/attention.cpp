@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/half.h"
+#include "kernels/attention_avx512.h"
 #include "kernels/attention_runs.h"
 #include "kernels/cpu_features.h"
 #include "kernels/simd_avx2.h"
@@ -13,7 +14,6 @@
 namespace tally {
 namespace {
 
-constexpr int64_t kMaxGroup = 8;  // heads per pass of the SIMD group kernel
 
 // The primitives of one chunk, per instruction set:
 //   dots_block:   scores[h * stride + j] = (q_h . k_j) * scale for m keys `step` bytes apart;
@@ -205,6 +205,25 @@ struct Avx2Ops {
 using Avx2Ops = ScalarOps;
 #endif
 
+// The AVX-512 kernels (attention_avx512.cpp) handle head sizes that fill
+// 16-float vectors and groups of up to 8 heads; the rest goes to the AVX2 ones.
+struct Avx512Ops {
+  static void dots_block(const float* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t,
+                         float scale, float* scores, int64_t stride) {
+    if (!avx512_attention::dots_block(q, n_q, k, m, step, n, t, scale, scores, stride))
+      Avx2Ops::dots_block(q, n_q, k, m, step, n, t, scale, scores, stride);
+  }
+  static float exp_sum(float* x, int64_t n, float* max_out) {
+    float sum = 0;
+    if (avx512_attention::exp_sum(x, n, max_out, &sum)) return sum;
+    return ScalarOps::exp_sum(x, n, max_out);
+  }
+  static void weighted_sum(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
+                           int64_t b, int64_t e) {
+    if (!avx512_attention::weighted_sum(out, n_q, w, stride, kv, g, b, e))
+      Avx2Ops::weighted_sum(out, n_q, w, stride, kv, g, b, e);
+  }
+};
 
 template <typename Ops>
 bool attend_chunk_impl(const float* q, int64_t n_q, const KvLayerView& kv, int64_t g, int64_t chunk, int64_t n_keys,
@@ -261,6 +280,8 @@ void attention_merge(const float* partials, int64_t n_chunks, int64_t n_q, int64
 
 bool attend_chunk(const float* q, int64_t n_q, const KvLayerView& kv, int64_t kv_head, int64_t chunk, int64_t n_keys,
                   int64_t n_visible, float scale, float* scores, float* partial) {
+  if (simd_at_least(SimdLevel::Avx512Vnni))
+    return attend_chunk_impl<Avx512Ops>(q, n_q, kv, kv_head, chunk, n_keys, n_visible, scale, scores, partial);
   if (simd_at_least(SimdLevel::Avx2))
     return attend_chunk_impl<Avx2Ops>(q, n_q, kv, kv_head, chunk, n_keys, n_visible, scale, scores, partial);
   return attend_chunk_impl<ScalarOps>(q, n_q, kv, kv_head, chunk, n_keys, n_visible, scale, scores, partial);
@@ -268,6 +289,8 @@ bool attend_chunk(const float* q, int64_t n_q, const KvLayerView& kv, int64_t kv
 
 void attend_group(const float* q, int64_t n_q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys, float scale,
                   float* scratch, float* out, int64_t n_visible) {
+  if (simd_at_least(SimdLevel::Avx512Vnni))
+    return attend_group_impl<Avx512Ops>(q, n_q, kv, kv_head, n_keys, scale, scratch, out, n_visible);
   if (simd_at_least(SimdLevel::Avx2))
     return attend_group_impl<Avx2Ops>(q, n_q, kv, kv_head, n_keys, scale, scratch, out, n_visible);
   attend_group_impl<ScalarOps>(q, n_q, kv, kv_head, n_keys, scale, scratch, out, n_visible);

@@ -190,6 +190,11 @@ TEST_P(AttentionTest, Avx2GroupsMatchScalar) {
   check_group(GetParam().type, GetParam().head_dim, SimdLevel::Avx2);
 }
 
+TEST_P(AttentionTest, Avx512GroupsMatchScalar) {
+  if (!simd_supported(SimdLevel::Avx512Vnni)) GTEST_SKIP() << "CPU has no AVX-512";
+  check_group(GetParam().type, GetParam().head_dim, SimdLevel::Avx512Vnni);
+}
+
 // 64 and 128 are the model head sizes; 48 fills 16-float vectors with an odd
 // count of them; 40 fills 8-float vectors only (AVX-512 takes the AVX2 path);
 // 36 is not a multiple of 8 (the SIMD code takes the scalar path).
