@@ -14,6 +14,7 @@
 namespace tally {
 namespace {
 
+constexpr int64_t kPrefetchKeys = 64;  // how far ahead of the dots keys are fetched
 
 // The primitives of one chunk, per instruction set:
 //   dots_block:   scores[h * stride + j] = (q_h . k_j) * scale for m keys `step` bytes apart;
@@ -231,13 +232,24 @@ bool attend_chunk_impl(const float* q, int64_t n_q, const KvLayerView& kv, int64
   const int64_t b = chunk * kAttentionChunk;
   const int64_t e_keys = std::min(b + kAttentionChunk, n_keys), e_vis = std::min(e_keys, n_visible);
   const int64_t hd = kv.head_dim;
-  for (KvRuns r(kv, kv.k_layer, g, b, e_keys); r.next();)
+  // Past the cache's size the keys and values come from memory in one-block
+  // runs: fetch keys kPrefetchKeys ahead of the dots and this run's values,
+  // needed as soon as the chunk's scores are done.
+  for (KvRuns r(kv, kv.k_layer, g, b, e_keys); r.next();) {
+    prefetch_positions<true>(kv, kv.k_layer, g, std::min(r.pos + kPrefetchKeys, n_keys),
+                             std::min(r.pos + r.count + kPrefetchKeys, n_keys));
+    prefetch_positions<true>(kv, kv.v_layer, g, r.pos, std::min(r.pos + r.count, n_visible));
     Ops::dots_block(q, n_q, r.ptr, r.count, r.step, hd, kv.type, scale, scores + (r.pos - b), kAttentionChunk);
+  }
   // Masked keys (the dense form) were scored but weigh nothing: they never enter the softmax.
   if (e_vis <= b) return false;
   float* mx = partial;
   float* sum = partial + n_q;
   for (int64_t h = 0; h < n_q; ++h) sum[h] = Ops::exp_sum(scores + h * kAttentionChunk, e_vis - b, mx + h);
+  // The next chunk's keys (usually the same thread's next task) into L2
+  // while the values are summed, so that memory is not idle meanwhile.
+  prefetch_positions<false>(kv, kv.k_layer, g, std::min(e_keys + kPrefetchKeys, n_keys),
+                            std::min(e_keys + kAttentionChunk, n_keys));
   Ops::weighted_sum(partial + 2 * n_q, n_q, scores, kAttentionChunk, kv, g, b, e_vis);
   return true;
 }

@@ -43,4 +43,25 @@ struct KvRuns {
   int64_t count = 0;             // positions in the run
 };
 
+// Asks for the vectors of positions [b, e) of one kv head to be brought into
+// the cache (kL1: all levels, else L2 and beyond). A sequence's keys of one
+// head lie in short runs (one block's rows) that the hardware prefetcher,
+// which stops at page boundaries, follows late. (Inline assembly: g++ drops
+// a loop of nothing but __builtin_prefetch as dead code.)
+template <bool kL1>
+inline void prefetch_positions(const KvLayerView& kv, const uint8_t* layer, int64_t kv_head, int64_t b, int64_t e) {
+  const uint64_t row = static_cast<uint64_t>(kv.head_dim) * (kv.type == DType::F32 ? 4 : 2);
+  for (KvRuns r(kv, layer, kv_head, b, e); r.next();)
+    for (int64_t j = 0; j < r.count; ++j)
+      for (uint64_t off = 0; off < row; off += 64) {
+        const uint8_t* p = r.ptr + j * r.step + off;
+#if defined(__x86_64__) || defined(__i386__)
+        if constexpr (kL1) asm volatile("prefetcht0 %0" : : "m"(*p));
+        else asm volatile("prefetcht1 %0" : : "m"(*p));
+#else
+        __builtin_prefetch(p, 0, kL1 ? 3 : 2);
+#endif
+      }
+}
+
 }  // namespace tally
