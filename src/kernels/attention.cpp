@@ -14,8 +14,6 @@
 namespace tally {
 namespace {
 
-constexpr int64_t kPrefetchKeys = 64;  // how far ahead of the dots keys are fetched
-
 // The primitives of one chunk, per instruction set:
 //   dots_block:   scores[h * stride + j] = (q_h . k_j) * scale for m keys `step` bytes apart;
 //                 a key's score never depends on m or on the key's place among them.
@@ -146,7 +144,8 @@ struct Avx2Ops {
     return static_cast<float>(sum);
   }
   // Dimension slices outer, keys inner: the group's partial outputs stay in
-  // registers (the chunk's values stay in L1 across the slices).
+  // registers (the chunk's values stay in L1 across the slices, fetched ahead
+  // of the first one).
   template <int NQ, bool kF32>
   TALLY_AVX2 static void weighted_sum_t(float* out, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
                                         int64_t b, int64_t e) {
@@ -155,6 +154,8 @@ struct Avx2Ops {
       __m256 acc[NQ];
       for (int h = 0; h < NQ; ++h) acc[h] = _mm256_setzero_ps();
       for (KvRuns r(kv, kv.v_layer, g, b, e); r.next();) {
+        if (i == 0)
+          prefetch_positions<true>(kv, kv.v_layer, g, r.pos + r.count, std::min(r.pos + r.count + kPrefetchAhead, e));
         const float* wp = w + (r.pos - b);
         for (int64_t j = 0; j < r.count; ++j) {
           const __m256 vv = load8<kF32>(r.ptr + j * r.step, i);
@@ -233,12 +234,12 @@ bool attend_chunk_impl(const float* q, int64_t n_q, const KvLayerView& kv, int64
   const int64_t e_keys = std::min(b + kAttentionChunk, n_keys), e_vis = std::min(e_keys, n_visible);
   const int64_t hd = kv.head_dim;
   // Past the cache's size the keys and values come from memory in one-block
-  // runs: fetch keys kPrefetchKeys ahead of the dots and this run's values,
-  // needed as soon as the chunk's scores are done.
+  // runs: fetch keys kPrefetchAhead positions ahead of the dots, and this
+  // run's values into L2 (the value kernels take them on into L1 just ahead).
   for (KvRuns r(kv, kv.k_layer, g, b, e_keys); r.next();) {
-    prefetch_positions<true>(kv, kv.k_layer, g, std::min(r.pos + kPrefetchKeys, n_keys),
-                             std::min(r.pos + r.count + kPrefetchKeys, n_keys));
-    prefetch_positions<true>(kv, kv.v_layer, g, r.pos, std::min(r.pos + r.count, n_visible));
+    prefetch_positions<true>(kv, kv.k_layer, g, std::min(r.pos + kPrefetchAhead, n_keys),
+                             std::min(r.pos + r.count + kPrefetchAhead, n_keys));
+    prefetch_positions<false>(kv, kv.v_layer, g, r.pos, std::min(r.pos + r.count, n_visible));
     Ops::dots_block(q, n_q, r.ptr, r.count, r.step, hd, kv.type, scale, scores + (r.pos - b), kAttentionChunk);
   }
   // Masked keys (the dense form) were scored but weigh nothing: they never enter the softmax.
@@ -248,7 +249,7 @@ bool attend_chunk_impl(const float* q, int64_t n_q, const KvLayerView& kv, int64
   for (int64_t h = 0; h < n_q; ++h) sum[h] = Ops::exp_sum(scores + h * kAttentionChunk, e_vis - b, mx + h);
   // The next chunk's keys (usually the same thread's next task) into L2
   // while the values are summed, so that memory is not idle meanwhile.
-  prefetch_positions<false>(kv, kv.k_layer, g, std::min(e_keys + kPrefetchKeys, n_keys),
+  prefetch_positions<false>(kv, kv.k_layer, g, std::min(e_keys + kPrefetchAhead, n_keys),
                             std::min(e_keys + kAttentionChunk, n_keys));
   Ops::weighted_sum(partial + 2 * n_q, n_q, scores, kAttentionChunk, kv, g, b, e_vis);
   return true;

@@ -52,7 +52,8 @@ TALLY_AVX512 TALLY_ALWAYS_INLINE __m512 halve3(__m512 s, __m512 t) {
 }
 // two of those (vectors 0-7, 8-15) -> lane 4j + m: the full sum of vector 4m + j.
 TALLY_AVX512 TALLY_ALWAYS_INLINE __m512 halve4(__m512 r, __m512 w) {
-  return _mm512_add_ps(_mm512_shuffle_ps(r, w, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(r, w, _MM_SHUFFLE(3, 2, 3, 2)));
+  return _mm512_add_ps(_mm512_shuffle_ps(r, w, _MM_SHUFFLE(1, 0, 1, 0)),
+                       _mm512_shuffle_ps(r, w, _MM_SHUFFLE(3, 2, 3, 2)));
 }
 
 // acc[h] = q_h * k lane-wise, summed over the head's 16-float slices in order.
@@ -69,7 +70,8 @@ TALLY_AVX512 TALLY_ALWAYS_INLINE void key_products(const float* q, const uint8_t
 
 // Four consecutive keys -> per head, their (i, i+4) sums (halve2 layout).
 template <int NQ, int ND, bool kF32>
-TALLY_AVX512 TALLY_ALWAYS_INLINE void four_keys(const float* q, const uint8_t* k, uint64_t step, int64_t n, __m512* out) {
+TALLY_AVX512 TALLY_ALWAYS_INLINE void four_keys(const float* q, const uint8_t* k, uint64_t step, int64_t n,
+                                                __m512* out) {
   __m512 a[NQ], b[NQ], p01[NQ];
   key_products<NQ, ND, kF32>(q, k, n, a);
   key_products<NQ, ND, kF32>(q, k + step, n, b);
@@ -81,8 +83,8 @@ TALLY_AVX512 TALLY_ALWAYS_INLINE void four_keys(const float* q, const uint8_t* k
 
 // Sixteen consecutive keys: one vector of scores per head, no per-key horizontal sum.
 template <int NQ, int ND, bool kF32>
-TALLY_AVX512 TALLY_ALWAYS_INLINE void sixteen_keys(const float* q, const uint8_t* k, uint64_t step, int64_t n, __m512 vscale,
-                                      float* scores, int64_t stride) {
+TALLY_AVX512 TALLY_ALWAYS_INLINE void sixteen_keys(const float* q, const uint8_t* k, uint64_t step, int64_t n,
+                                                   __m512 vscale, float* scores, int64_t stride) {
   __m512 s0[NQ], s1[NQ], r0[NQ];
   four_keys<NQ, ND, kF32>(q, k, step, n, s0);
   four_keys<NQ, ND, kF32>(q, k + 4 * step, step, n, s1);
@@ -156,6 +158,9 @@ TALLY_AVX512 void weighted_sum_t(float* out, const float* w, int64_t stride, con
     for (int h = 0; h < NQ; ++h)
       for (int u = 0; u < W; ++u) acc[h][u] = _mm512_setzero_ps();
     for (KvRuns r(kv, kv.v_layer, g, b, e); r.next();) {
+      // The values past this run into L1 (the chunk kernel brought them to L2).
+      if (d0 == 0)
+        prefetch_positions<true>(kv, kv.v_layer, g, r.pos + r.count, std::min(r.pos + r.count + kPrefetchAhead, e));
       const float* wp = w + (r.pos - b);
       const uint8_t* v = r.ptr;
       for (int64_t j = 0; j < r.count; ++j, v += r.step) {

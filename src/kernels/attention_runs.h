@@ -43,6 +43,9 @@ struct KvRuns {
   int64_t count = 0;             // positions in the run
 };
 
+// How many positions ahead of the kernels keys and values are fetched.
+inline constexpr int64_t kPrefetchAhead = 64;
+
 // Asks for the vectors of positions [b, e) of one kv head to be brought into
 // the cache (kL1: all levels, else L2 and beyond). A sequence's keys of one
 // head lie in short runs (one block's rows) that the hardware prefetcher,

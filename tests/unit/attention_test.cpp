@@ -183,7 +183,9 @@ TEST_P(AttentionTest, Avx2MatchesScalar) {
   check_attention(GetParam().type, GetParam().head_dim, true);
 }
 
-TEST_P(AttentionTest, ScalarGroupsIgnoreMaskedKeys) { check_group(GetParam().type, GetParam().head_dim, SimdLevel::Scalar); }
+TEST_P(AttentionTest, ScalarGroupsIgnoreMaskedKeys) {
+  check_group(GetParam().type, GetParam().head_dim, SimdLevel::Scalar);
+}
 
 TEST_P(AttentionTest, Avx2GroupsMatchScalar) {
   if (!simd_supported(SimdLevel::Avx2)) GTEST_SKIP() << "CPU has no AVX2";
