@@ -6,38 +6,46 @@
 #include <limits>
 
 #include "core/half.h"
+#include "kernels/attention_avx512.h"
+#include "kernels/attention_runs.h"
 #include "kernels/cpu_features.h"
-#include "kernels/ops.h"
 #include "kernels/simd_avx2.h"
 
 namespace tally {
 namespace {
 
-constexpr int64_t kMaxGroup = 8;  // heads per pass of the SIMD group kernel
-
-// The two primitives attention needs over a stored vector: dot with q, and out += w * v.
-template <typename Ops>
-void weighted_sum_by_key(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
-                         int64_t n_used);
-
-// dots: scores[h * stride] = (q_h . k) * scale for the n_q heads;
-// axpys: out_h += w[h * stride] * v for the n_q heads.
+// The primitives of one chunk, per instruction set:
+//   dots_block:   scores[h * stride + j] = (q_h . k_j) * scale for m keys `step` bytes apart;
+//                 a key's score never depends on m or on the key's place among them.
+//   exp_sum:      x[j] = exp(x[j] - max), returns the sum, writes the max.
+//   weighted_sum: out_h = sum over positions p in [b, e) of w[h * stride + p - b] * v_p.
 struct ScalarOps {
-  static void dots(const float* q, int64_t n_q, const uint8_t* k, int64_t n, DType t, float scale, float* scores,
-                   int64_t stride) {
-    for (int64_t h = 0; h < n_q; ++h) scores[h * stride] = dot(q + h * n, k, n, t) * scale;
-  }
-  static void axpys(float* out, int64_t n_q, const float* w, int64_t stride, const uint8_t* v, int64_t n, DType t) {
-    for (int64_t h = 0; h < n_q; ++h) axpy(out + h * n, w[h * stride], v, n, t);
-  }
-  // dots for m keys `step` bytes apart: scores[h * stride + j] for key j.
   static void dots_block(const float* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t,
                          float scale, float* scores, int64_t stride) {
-    for (int64_t j = 0; j < m; ++j) dots(q, n_q, k + j * step, n, t, scale, scores + j, stride);
+    for (int64_t j = 0; j < m; ++j)
+      for (int64_t h = 0; h < n_q; ++h) scores[h * stride + j] = dot(q + h * n, k + j * step, n, t) * scale;
   }
-  static void softmax(float* x, int64_t n) { tally::softmax(x, n); }
+  static float exp_sum(float* x, int64_t n, float* max_out) {
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < n; ++i) mx = std::fmax(mx, x[i]);
+    *max_out = mx;
+    if (!std::isfinite(mx)) {  // every score -inf (or a NaN): the chunk weighs nothing
+      for (int64_t i = 0; i < n; ++i) x[i] = 0;
+      return 0;
+    }
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += (x[i] = std::exp(x[i] - mx));
+    return static_cast<float>(sum);
+  }
   static void weighted_sum(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
-                           int64_t n_used);
+                           int64_t b, int64_t e) {
+    const int64_t hd = kv.head_dim;
+    std::memset(out, 0, static_cast<size_t>(n_q * hd) * sizeof(float));
+    for (KvRuns r(kv, kv.v_layer, g, b, e); r.next();)
+      for (int64_t j = 0; j < r.count; ++j)
+        for (int64_t h = 0; h < n_q; ++h)
+          axpy(out + h * hd, w[h * stride + r.pos - b + j], r.ptr + j * r.step, hd, kv.type);
+  }
   static float dot(const float* q, const uint8_t* k, int64_t n, DType t) {
     float s = 0;
     if (t == DType::F32) {
@@ -62,21 +70,7 @@ struct ScalarOps {
 
 #if TALLY_HAVE_X86
 struct Avx2Ops {
-  // The key (value) is converted once per 8 dimensions and used by every head.
-  TALLY_AVX2 static void dots(const float* q, int64_t n_q, const uint8_t* k, int64_t n, DType t, float scale,
-                              float* scores, int64_t stride) {
-    if (n % 8 != 0 || n_q > kMaxGroup) {
-      for (int64_t h = 0; h < n_q; ++h) scores[h * stride] = dot(q + h * n, k, n, t) * scale;
-      return;
-    }
-    __m256 acc[kMaxGroup];
-    for (int64_t h = 0; h < n_q; ++h) acc[h] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n; i += 8) {
-      const __m256 kv = load8(k, i, t);
-      for (int64_t h = 0; h < n_q; ++h) acc[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + h * n + i), kv, acc[h]);
-    }
-    for (int64_t h = 0; h < n_q; ++h) scores[h * stride] = hsum(acc[h]) * scale;
-  }
+  // The key is converted once per 8 dimensions and used by every head.
   template <int NQ, bool kF32>
   TALLY_AVX2 static void dots_block_t(const float* q, const uint8_t* k, int64_t m, uint64_t step, int64_t n,
                                       float scale, float* scores, int64_t stride) {
@@ -84,8 +78,7 @@ struct Avx2Ops {
       __m256 acc[NQ];
       for (int h = 0; h < NQ; ++h) acc[h] = _mm256_setzero_ps();
       for (int64_t i = 0; i < n; i += 8) {
-        const __m256 kv = kF32 ? _mm256_loadu_ps(reinterpret_cast<const float*>(k) + i)
-                               : _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k + 2 * i)));
+        const __m256 kv = load8<kF32>(k, i);
         for (int h = 0; h < NQ; ++h) acc[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + h * n + i), kv, acc[h]);
       }
       for (int h = 0; h < NQ; ++h) scores[h * stride + j] = hsum(acc[h]) * scale;
@@ -109,20 +102,7 @@ struct Avx2Ops {
         default: break;
       }
     }
-    for (int64_t j = 0; j < m; ++j) dots(q, n_q, k + j * step, n, t, scale, scores + j, stride);
-  }
-  TALLY_AVX2 static void axpys(float* out, int64_t n_q, const float* w, int64_t stride, const uint8_t* v, int64_t n,
-                               DType t) {
-    if (n % 8 != 0) {
-      for (int64_t h = 0; h < n_q; ++h) ScalarOps::axpy(out + h * n, w[h * stride], v, n, t);
-      return;
-    }
-    for (int64_t i = 0; i < n; i += 8) {
-      const __m256 vv = load8(v, i, t);
-      for (int64_t h = 0; h < n_q; ++h)
-        _mm256_storeu_ps(out + h * n + i,
-                         _mm256_fmadd_ps(_mm256_set1_ps(w[h * stride]), vv, _mm256_loadu_ps(out + h * n + i)));
-    }
+    ScalarOps::dots_block(q, n_q, k, m, step, n, t, scale, scores, stride);
   }
   // exp for x <= 0 (Cephes-style: 2^n * polynomial); -inf gives exactly 0.
   TALLY_AVX2 static __m256 exp_nonpos(__m256 x) {
@@ -143,14 +123,15 @@ struct Avx2Ops {
     const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
     return _mm256_andnot_ps(is_inf, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
   }
-  TALLY_AVX2 static void softmax(float* x, int64_t n) {
-    if (n < 8) return ScalarOps::softmax(x, n);
+  TALLY_AVX2 static float exp_sum(float* x, int64_t n, float* max_out) {
+    if (n < 8) return ScalarOps::exp_sum(x, n, max_out);
     __m256 vmax = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
     float mx = hmax(vmax);
     for (; i < n; ++i) mx = std::fmax(mx, x[i]);
-    if (!std::isfinite(mx)) return ScalarOps::softmax(x, n);
+    if (!std::isfinite(mx)) return ScalarOps::exp_sum(x, n, max_out);
+    *max_out = mx;
     const __m256 vm = _mm256_set1_ps(mx);
     __m256 vsum = _mm256_setzero_ps();
     for (i = 0; i + 8 <= n; i += 8) {
@@ -159,31 +140,26 @@ struct Avx2Ops {
       vsum = _mm256_add_ps(vsum, e);
     }
     double sum = hsum(vsum);
-    for (; i < n; ++i) {
-      x[i] = std::exp(x[i] - mx);
-      sum += x[i];
-    }
-    const __m256 inv = _mm256_set1_ps(static_cast<float>(1.0 / sum));
-    for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
-    for (; i < n; ++i) x[i] *= static_cast<float>(1.0 / sum);
+    for (; i < n; ++i) sum += (x[i] = std::exp(x[i] - mx));
+    return static_cast<float>(sum);
   }
-  // Dimension slices outer, keys inner: the group's partial outputs stay in registers.
+  // Dimension slices outer, keys inner: the group's partial outputs stay in
+  // registers (the chunk's values stay in L1 across the slices, fetched ahead
+  // of the first one).
   template <int NQ, bool kF32>
   TALLY_AVX2 static void weighted_sum_t(float* out, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
-                                        int64_t n_used) {
-    const int64_t hd = kv.head_dim, bs = kv.block_size;
-    const uint64_t step = kv.pos_stride * (kF32 ? 4 : 2);
+                                        int64_t b, int64_t e) {
+    const int64_t hd = kv.head_dim;
     for (int64_t i = 0; i < hd; i += 8) {
       __m256 acc[NQ];
       for (int h = 0; h < NQ; ++h) acc[h] = _mm256_setzero_ps();
-      for (int64_t p0 = 0; p0 < n_used; p0 += bs) {
-        const uint8_t* v = kv.v_head(p0 / bs, g);
-        const int64_t m = std::min(bs, n_used - p0);
-        for (int64_t j = 0; j < m; ++j) {
-          const uint8_t* vj = v + j * step;
-          const __m256 vv = kF32 ? _mm256_loadu_ps(reinterpret_cast<const float*>(vj) + i)
-                                 : _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(vj + 2 * i)));
-          for (int h = 0; h < NQ; ++h) acc[h] = _mm256_fmadd_ps(_mm256_set1_ps(w[h * stride + p0 + j]), vv, acc[h]);
+      for (KvRuns r(kv, kv.v_layer, g, b, e); r.next();) {
+        if (i == 0)
+          prefetch_positions<true>(kv, kv.v_layer, g, r.pos + r.count, std::min(r.pos + r.count + kPrefetchAhead, e));
+        const float* wp = w + (r.pos - b);
+        for (int64_t j = 0; j < r.count; ++j) {
+          const __m256 vv = load8<kF32>(r.ptr + j * r.step, i);
+          for (int h = 0; h < NQ; ++h) acc[h] = _mm256_fmadd_ps(_mm256_set1_ps(wp[h * stride + j]), vv, acc[h]);
         }
       }
       for (int h = 0; h < NQ; ++h) _mm256_storeu_ps(out + h * hd + i, acc[h]);
@@ -191,23 +167,23 @@ struct Avx2Ops {
   }
   template <int NQ>
   TALLY_AVX2 static void weighted_sum_n(float* out, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
-                                        int64_t n_used) {
-    if (kv.type == DType::F32) return weighted_sum_t<NQ, true>(out, w, stride, kv, g, n_used);
-    weighted_sum_t<NQ, false>(out, w, stride, kv, g, n_used);
+                                        int64_t b, int64_t e) {
+    if (kv.type == DType::F32) return weighted_sum_t<NQ, true>(out, w, stride, kv, g, b, e);
+    weighted_sum_t<NQ, false>(out, w, stride, kv, g, b, e);
   }
   TALLY_AVX2 static void weighted_sum(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv,
-                                      int64_t g, int64_t n_used) {
+                                      int64_t g, int64_t b, int64_t e) {
     if (kv.head_dim % 8 == 0) {
       switch (n_q) {
-        case 1: return weighted_sum_n<1>(out, w, stride, kv, g, n_used);
-        case 2: return weighted_sum_n<2>(out, w, stride, kv, g, n_used);
-        case 3: return weighted_sum_n<3>(out, w, stride, kv, g, n_used);
-        case 4: return weighted_sum_n<4>(out, w, stride, kv, g, n_used);
-        case 8: return weighted_sum_n<8>(out, w, stride, kv, g, n_used);
+        case 1: return weighted_sum_n<1>(out, w, stride, kv, g, b, e);
+        case 2: return weighted_sum_n<2>(out, w, stride, kv, g, b, e);
+        case 3: return weighted_sum_n<3>(out, w, stride, kv, g, b, e);
+        case 4: return weighted_sum_n<4>(out, w, stride, kv, g, b, e);
+        case 8: return weighted_sum_n<8>(out, w, stride, kv, g, b, e);
         default: break;
       }
     }
-    weighted_sum_by_key<Avx2Ops>(out, n_q, w, stride, kv, g, n_used);
+    ScalarOps::weighted_sum(out, n_q, w, stride, kv, g, b, e);
   }
   TALLY_AVX2 static float hmax(__m256 v) {
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -221,87 +197,126 @@ struct Avx2Ops {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
   }
-  TALLY_AVX2 static inline __m256 load8(const uint8_t* p, int64_t i, DType t) {
-    return t == DType::F32 ? _mm256_loadu_ps(reinterpret_cast<const float*>(p) + i)
-                           : _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i)));
-  }
-  TALLY_AVX2 static float dot(const float* q, const uint8_t* k, int64_t n, DType t) {
-    if (n % 8 != 0) return ScalarOps::dot(q, k, n, t);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8(k, i, t), acc);
-    return hsum(acc);
-  }
-  TALLY_AVX2 static void axpy(float* out, float w, const uint8_t* v, int64_t n, DType t) {
-    if (n % 8 != 0) return ScalarOps::axpy(out, w, v, n, t);
-    const __m256 vw = _mm256_set1_ps(w);
-    for (int64_t i = 0; i < n; i += 8)
-      _mm256_storeu_ps(out + i, _mm256_fmadd_ps(vw, load8(v, i, t), _mm256_loadu_ps(out + i)));
+  template <bool kF32>
+  TALLY_AVX2 static inline __m256 load8(const uint8_t* p, int64_t i) {
+    return kF32 ? _mm256_loadu_ps(reinterpret_cast<const float*>(p) + i)
+                : _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i)));
   }
 };
 #else
 using Avx2Ops = ScalarOps;
 #endif
 
-// Scores of n_q heads against keys [0, n_keys), softmax, then the weighted sum
-// of values; every key and value is read once for the whole group. Per head the
-// operations and their order are those of a single-head pass.
+// The AVX-512 kernels (attention_avx512.cpp) handle head sizes that fill
+// 16-float vectors and groups of up to 8 heads; the rest goes to the AVX2 ones.
+struct Avx512Ops {
+  static void dots_block(const float* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t,
+                         float scale, float* scores, int64_t stride) {
+    if (!avx512_attention::dots_block(q, n_q, k, m, step, n, t, scale, scores, stride))
+      Avx2Ops::dots_block(q, n_q, k, m, step, n, t, scale, scores, stride);
+  }
+  static float exp_sum(float* x, int64_t n, float* max_out) {
+    float sum = 0;
+    if (avx512_attention::exp_sum(x, n, max_out, &sum)) return sum;
+    return ScalarOps::exp_sum(x, n, max_out);
+  }
+  static void weighted_sum(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
+                           int64_t b, int64_t e) {
+    if (!avx512_attention::weighted_sum(out, n_q, w, stride, kv, g, b, e))
+      Avx2Ops::weighted_sum(out, n_q, w, stride, kv, g, b, e);
+  }
+};
+
 template <typename Ops>
-void attend_impl(const float* q, int64_t n_q, const KvLayerView& kv, int64_t g, int64_t n_keys, float scale,
-                 float* scores, float* out, int64_t n_visible) {
-  const int64_t hd = kv.head_dim, bs = kv.block_size;
-  const uint64_t step = kv.pos_stride * (kv.type == DType::F32 ? 4 : 2);
-  for (int64_t p0 = 0; p0 < n_keys; p0 += bs) {
-    const uint8_t* k = kv.k_head(p0 / bs, g);
-    const int64_t m = std::min(bs, n_keys - p0);
-    Ops::dots_block(q, n_q, k, m, step, hd, kv.type, scale, scores + p0, n_keys);
+bool attend_chunk_impl(const float* q, int64_t n_q, const KvLayerView& kv, int64_t g, int64_t chunk, int64_t n_keys,
+                       int64_t n_visible, float scale, float* scores, float* partial) {
+  const int64_t b = chunk * kAttentionChunk;
+  const int64_t e_keys = std::min(b + kAttentionChunk, n_keys), e_vis = std::min(e_keys, n_visible);
+  const int64_t hd = kv.head_dim;
+  // Past the cache's size the keys and values come from memory in one-block
+  // runs: fetch keys kPrefetchAhead positions ahead of the dots, and this
+  // run's values into L2 (the value kernels take them on into L1 just ahead).
+  for (KvRuns r(kv, kv.k_layer, g, b, e_keys); r.next();) {
+    prefetch_positions<true>(kv, kv.k_layer, g, std::min(r.pos + kPrefetchAhead, n_keys),
+                             std::min(r.pos + r.count + kPrefetchAhead, n_keys));
+    prefetch_positions<false>(kv, kv.v_layer, g, r.pos, std::min(r.pos + r.count, n_visible));
+    Ops::dots_block(q, n_q, r.ptr, r.count, r.step, hd, kv.type, scale, scores + (r.pos - b), kAttentionChunk);
   }
-  const int64_t n_used = n_visible >= 0 ? std::min(n_visible, n_keys) : n_keys;
-  for (int64_t h = 0; h < n_q; ++h) {
-    float* sc = scores + h * n_keys;
-    // Masked scores were computed (the dense form) but weigh exactly 0: the
-    // softmax runs over the visible ones only, as in the causal pass.
-    for (int64_t j = n_used; j < n_keys; ++j) sc[j] = 0;
-    Ops::softmax(sc, n_used);
-  }
-  Ops::weighted_sum(out, n_q, scores, n_keys, kv, g, n_used);
+  // Masked keys (the dense form) were scored but weigh nothing: they never enter the softmax.
+  if (e_vis <= b) return false;
+  float* mx = partial;
+  float* sum = partial + n_q;
+  for (int64_t h = 0; h < n_q; ++h) sum[h] = Ops::exp_sum(scores + h * kAttentionChunk, e_vis - b, mx + h);
+  // The next chunk's keys (usually the same thread's next task) into L2
+  // while the values are summed, so that memory is not idle meanwhile.
+  prefetch_positions<false>(kv, kv.k_layer, g, std::min(e_keys + kPrefetchAhead, n_keys),
+                            std::min(e_keys + kAttentionChunk, n_keys));
+  Ops::weighted_sum(partial + 2 * n_q, n_q, scores, kAttentionChunk, kv, g, b, e_vis);
+  return true;
 }
 
-// out_h = sum over keys j < n_used of w[h * stride + j] * v_j, one key at a time.
 template <typename Ops>
-void weighted_sum_by_key(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
-                         int64_t n_used) {
-  const int64_t hd = kv.head_dim, bs = kv.block_size;
-  const uint64_t step = kv.pos_stride * (kv.type == DType::F32 ? 4 : 2);
-  std::memset(out, 0, static_cast<size_t>(n_q * hd) * sizeof(float));
-  for (int64_t p0 = 0; p0 < n_used; p0 += bs) {
-    const uint8_t* v = kv.v_head(p0 / bs, g);
-    const int64_t m = std::min(bs, n_used - p0);
-    for (int64_t j = 0; j < m; ++j) Ops::axpys(out, n_q, w + p0 + j, stride, v + j * step, hd, kv.type);
-  }
-}
-
-void ScalarOps::weighted_sum(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
-                             int64_t n_used) {
-  weighted_sum_by_key<ScalarOps>(out, n_q, w, stride, kv, g, n_used);
+void attend_group_impl(const float* q, int64_t n_q, const KvLayerView& kv, int64_t g, int64_t n_keys, float scale,
+                       float* scratch, float* out, int64_t n_visible) {
+  n_visible = n_visible < 0 ? n_keys : std::min(n_visible, n_keys);
+  float* scores = scratch;
+  float* partials = scratch + attention_score_floats(n_q);
+  const int64_t part = attention_partial_floats(n_q, kv.head_dim);
+  int64_t used = 0;
+  for (int64_t c = 0; c < attention_chunks(n_keys); ++c)
+    used += attend_chunk_impl<Ops>(q, n_q, kv, g, c, n_keys, n_visible, scale, scores, partials + used * part);
+  attention_merge(partials, used, n_q, kv.head_dim, out);
 }
 
 }  // namespace
 
-void attend_scalar(const float* q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys, float scale,
-                   float* scores, float* out, int64_t n_visible) {
-  attend_impl<ScalarOps>(q, 1, kv, kv_head, n_keys, scale, scores, out, n_visible);
+void attention_merge(const float* partials, int64_t n_chunks, int64_t n_q, int64_t head_dim, float* out) {
+  const int64_t part = attention_partial_floats(n_q, head_dim);
+  for (int64_t h = 0; h < n_q; ++h) {
+    float m = -std::numeric_limits<float>::infinity();
+    for (int64_t c = 0; c < n_chunks; ++c) m = std::fmax(m, partials[c * part + h]);
+    float* o = out + h * head_dim;
+    std::memset(o, 0, static_cast<size_t>(head_dim) * sizeof(float));
+    float l = 0;
+    for (int64_t c = 0; c < n_chunks; ++c) {
+      const float* p = partials + c * part;
+      // A chunk of all -inf scores weighs nothing (its sum is 0 already).
+      const float f = p[h] == m ? 1.0f : std::isfinite(p[h]) ? std::exp(p[h] - m) : 0.0f;
+      l += p[n_q + h] * f;
+      const float* po = p + 2 * n_q + h * head_dim;
+      for (int64_t i = 0; i < head_dim; ++i) o[i] += po[i] * f;
+    }
+    const float inv = l > 0 ? 1.0f / l : 0.0f;
+    for (int64_t i = 0; i < head_dim; ++i) o[i] *= inv;
+  }
 }
 
-void attend(const float* q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys, float scale, float* scores,
-            float* out, int64_t n_visible) {
-  attend_group(q, 1, kv, kv_head, n_keys, scale, scores, out, n_visible);
+bool attend_chunk(const float* q, int64_t n_q, const KvLayerView& kv, int64_t kv_head, int64_t chunk, int64_t n_keys,
+                  int64_t n_visible, float scale, float* scores, float* partial) {
+  if (simd_at_least(SimdLevel::Avx512Vnni))
+    return attend_chunk_impl<Avx512Ops>(q, n_q, kv, kv_head, chunk, n_keys, n_visible, scale, scores, partial);
+  if (simd_at_least(SimdLevel::Avx2))
+    return attend_chunk_impl<Avx2Ops>(q, n_q, kv, kv_head, chunk, n_keys, n_visible, scale, scores, partial);
+  return attend_chunk_impl<ScalarOps>(q, n_q, kv, kv_head, chunk, n_keys, n_visible, scale, scores, partial);
 }
 
 void attend_group(const float* q, int64_t n_q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys, float scale,
-                  float* scores, float* out, int64_t n_visible) {
+                  float* scratch, float* out, int64_t n_visible) {
+  if (simd_at_least(SimdLevel::Avx512Vnni))
+    return attend_group_impl<Avx512Ops>(q, n_q, kv, kv_head, n_keys, scale, scratch, out, n_visible);
   if (simd_at_least(SimdLevel::Avx2))
-    return attend_impl<Avx2Ops>(q, n_q, kv, kv_head, n_keys, scale, scores, out, n_visible);
-  attend_impl<ScalarOps>(q, n_q, kv, kv_head, n_keys, scale, scores, out, n_visible);
+    return attend_group_impl<Avx2Ops>(q, n_q, kv, kv_head, n_keys, scale, scratch, out, n_visible);
+  attend_group_impl<ScalarOps>(q, n_q, kv, kv_head, n_keys, scale, scratch, out, n_visible);
+}
+
+void attend(const float* q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys, float scale, float* scratch,
+            float* out, int64_t n_visible) {
+  attend_group(q, 1, kv, kv_head, n_keys, scale, scratch, out, n_visible);
+}
+
+void attend_scalar(const float* q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys, float scale,
+                   float* scratch, float* out, int64_t n_visible) {
+  attend_group_impl<ScalarOps>(q, 1, kv, kv_head, n_keys, scale, scratch, out, n_visible);
 }
 
 }  // namespace tally

@@ -1,27 +1,55 @@
 #pragma once
-// Scaled dot-product attention of one query head over a sequence's cached keys
-// and values, read block by block from the KV pool (no copy, no expansion of
-// kv heads: a GQA group of query heads reads the same kv head).
+// Scaled dot-product attention of a GQA group of query heads over a sequence's
+// cached keys and values, read block by block from the KV pool (no copy, no
+// expansion of kv heads: the group's query heads read each key and value once).
+//
+// The keys are processed in fixed chunks of kAttentionChunk positions counted
+// from position 0. A chunk gives, per head, its score maximum m, the sum l of
+// exp(s - m) and the unnormalized output o = sum exp(s - m) v; merging the
+// chunks in chunk order gives the result. Invariant: the result for a query
+// depends only on the query, the keys and values and the visible count, never
+// on which thread computed which chunk or how a prompt was split into batches
+// (a score does not depend on which other keys the chunk holds either).
 #include <cstdint>
 
 #include "kv/kv_layer_view.h"
 
 namespace tally {
 
-// out (head_dim) = softmax(q . K[0..n_keys) * scale) V, reading kv head `kv_head`.
-// Keys at [n_visible, n_keys) are computed and then masked (-inf): the dense
-// "compute all scores, then mask" form, for experiments; n_visible < 0 means n_keys.
-// scores: scratch of at least n_keys floats. PRECONDITION: n_keys <= kv.length.
-void attend(const float* q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys, float scale, float* scores,
+inline constexpr int64_t kAttentionChunk = 256;  // positions per chunk
+
+inline int64_t attention_chunks(int64_t n_keys) { return (n_keys + kAttentionChunk - 1) / kAttentionChunk; }
+// One chunk's result for n_q heads: n_q maxima, n_q sums, then n_q (head_dim) outputs.
+inline int64_t attention_partial_floats(int64_t n_q, int64_t head_dim) { return n_q * (head_dim + 2); }
+// Scores of one chunk for n_q heads.
+inline int64_t attention_score_floats(int64_t n_q) { return n_q * kAttentionChunk; }
+// What attend_group() needs as scratch for n_keys keys.
+inline int64_t attention_scratch_floats(int64_t n_q, int64_t head_dim, int64_t n_keys) {
+  return attention_score_floats(n_q) + attention_chunks(n_keys) * attention_partial_floats(n_q, head_dim);
+}
+
+// Chunk `chunk` of the attention of the n_q query heads sharing kv head
+// `kv_head` (q: n_q head vectors back to back): scores for keys
+// [chunk * C, min((chunk + 1) * C, n_keys)), of which those below n_visible
+// weigh in (the dense "compute all scores, then mask" form keeps n_visible <
+// n_keys; the causal pass has them equal). scores: attention_score_floats(n_q)
+// scratch. Writes `partial` and returns true, or returns false when the chunk
+// holds no visible key. PRECONDITION: n_visible <= n_keys <= kv.length.
+bool attend_chunk(const float* q, int64_t n_q, const KvLayerView& kv, int64_t kv_head, int64_t chunk,
+                  int64_t n_keys, int64_t n_visible, float scale, float* scores, float* partial);
+
+// out (n_q heads of head_dim) from the partials of chunks [0, n_chunks), back to back.
+void attention_merge(const float* partials, int64_t n_chunks, int64_t n_q, int64_t head_dim, float* out);
+
+// All chunks of one group, then the merge: out = softmax(q . K[0..n_visible) * scale) V,
+// scoring keys [0, n_keys). n_visible < 0 means n_keys. scratch:
+// attention_scratch_floats(n_q, head_dim, n_keys) floats.
+void attend_group(const float* q, int64_t n_q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys, float scale,
+                  float* scratch, float* out, int64_t n_visible = -1);
+// One query head (n_q = 1); attend_scalar always uses the scalar reference kernels.
+void attend(const float* q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys, float scale, float* scratch,
             float* out, int64_t n_visible = -1);
 void attend_scalar(const float* q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys, float scale,
-                   float* scores, float* out, int64_t n_visible = -1);
-
-// The same for the n_q query heads that share kv head `kv_head` (a GQA group),
-// reading each key and value once for all of them. q and out hold n_q head
-// vectors back to back; scores: scratch of n_q * n_keys floats. Each head's
-// result is bit-identical to attend() on that head alone.
-void attend_group(const float* q, int64_t n_q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys, float scale,
-                  float* scores, float* out, int64_t n_visible = -1);
+                   float* scratch, float* out, int64_t n_visible = -1);
 
 }  // namespace tally

@@ -28,7 +28,12 @@ Forward::Forward(const Model& model, ThreadPool& pool, int64_t max_batch, int64_
   up_.resize(n * c.n_ff);
   rope_cos_.resize(n * c.rope_dims / 2);
   rope_sin_.resize(n * c.rope_dims / 2);
-  scores_.resize(static_cast<size_t>(pool.size()) * c.group_size() * n_ctx);
+  max_chunks_ = attention_chunks(n_ctx);
+  attn_scratch_stride_ = attention_scratch_floats(c.group_size(), c.head_dim, n_ctx);
+  attn_scratch_.resize(static_cast<size_t>(pool.size() * attn_scratch_stride_));
+  if (pool.size() > 1)
+    attn_parts_.resize(static_cast<size_t>(kSplitTokens * c.n_head_kv * max_chunks_ *
+                                           attention_partial_floats(c.group_size(), c.head_dim)));
   logits_.resize((all_logits ? n : 1) * static_cast<size_t>(c.n_vocab));
 }
 
@@ -40,22 +45,47 @@ void Forward::quantize_rows(const float* x, int64_t n, int64_t dim) {
 void Forward::attention(const KvLayerView& kv, int64_t n, int64_t start) {
   const auto& c = model_.config();
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  const int64_t n_head = c.n_head, group = c.group_size(), hd = c.head_dim;
+  const int64_t group = c.group_size(), hd = c.head_dim, n_kv = c.n_head_kv;
   const AttentionMode mode = mode_;
-  // The query at position start+t may see keys [0, start+t]; the lab modes compute the whole chunk.
+  // The query at position start+t may see keys [0, start+t]; the lab modes score the whole chunk.
   auto keys = [&](int64_t t) { return mode == AttentionMode::Causal ? start + t + 1 : start + n; };
-  // One task per (token, kv head): the group of query heads sharing it reads its keys once.
-  const int64_t n_kv = c.n_head_kv;
-  pool_.parallel_for(n * n_kv, [&](int64_t b, int64_t e, int worker) {
-    float* scores = scores_.data() + static_cast<size_t>(worker) * group * n_ctx_;
-    for (int64_t i = b; i < e; ++i) {
-      const int64_t t = i / n_kv, g = i % n_kv;
-      const int64_t visible = mode == AttentionMode::DenseMasked ? start + t + 1 : -1;
-      const int64_t off = t * c.q_dim() + g * group * hd;
-      attend_group(q_.data() + off, group, kv, g, keys(t), scale, scores, attn_.data() + off, visible);
-    }
-  });
-  for (int64_t t = 0; t < n; ++t) stats_.attention_scores += static_cast<uint64_t>(n_head) * keys(t);
+  auto visible = [&](int64_t t) { return mode == AttentionMode::DenseMasked ? start + t + 1 : keys(t); };
+  auto q_off = [&](int64_t t, int64_t g) { return t * c.q_dim() + g * group * hd; };
+  const int64_t part = attention_partial_floats(group, hd);
+
+  if (pool_.size() > 1 && n <= kSplitTokens) {
+    // Few queries: one task per (token, kv group, chunk of keys), so that 3
+    // groups still fill every thread; the chunks are merged once all are done.
+    int64_t first[kSplitTokens + 1] = {0};
+    for (int64_t t = 0; t < n; ++t) first[t + 1] = first[t] + n_kv * attention_chunks(keys(t));
+    pool_.parallel_for(first[n], [&](int64_t b, int64_t e, int worker) {
+      float* scores = attn_scratch_.data() + static_cast<size_t>(worker) * attn_scratch_stride_;
+      int64_t t = 0;
+      for (int64_t i = b; i < e; ++i) {
+        while (i >= first[t + 1]) ++t;
+        const int64_t nc = attention_chunks(keys(t)), g = (i - first[t]) / nc, ch = (i - first[t]) % nc;
+        float* partial = attn_parts_.data() + ((t * n_kv + g) * max_chunks_ + ch) * part;
+        attend_chunk(q_.data() + q_off(t, g), group, kv, g, ch, keys(t), visible(t), scale, scores, partial);
+      }
+    });
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t g = 0; g < n_kv; ++g)
+        attention_merge(attn_parts_.data() + (t * n_kv + g) * max_chunks_ * part, attention_chunks(visible(t)), group,
+                        hd, attn_.data() + q_off(t, g));
+  } else {
+    // One task per (token, kv group), tokens taken from both ends in turn: a
+    // causal prompt's early queries see fewer keys, and each thread's range
+    // of tasks then holds as many cheap ones as dear ones.
+    pool_.parallel_for(n * n_kv, [&](int64_t b, int64_t e, int worker) {
+      float* scratch = attn_scratch_.data() + static_cast<size_t>(worker) * attn_scratch_stride_;
+      for (int64_t i = b; i < e; ++i) {
+        const int64_t u = i / n_kv, g = i % n_kv, t = u % 2 == 0 ? u / 2 : n - 1 - u / 2;
+        attend_group(q_.data() + q_off(t, g), group, kv, g, keys(t), scale, scratch, attn_.data() + q_off(t, g),
+                     visible(t));
+      }
+    });
+  }
+  for (int64_t t = 0; t < n; ++t) stats_.attention_scores += static_cast<uint64_t>(c.n_head) * keys(t);
 }
 
 KvLayerView Forward::chunk_view(int64_t n) const {

@@ -83,7 +83,13 @@ class Forward {
   std::vector<float> proj_;    // (n, n_embd) sub-block output
   std::vector<float> gate_, up_;  // (n, n_ff)
   std::vector<float> rope_cos_, rope_sin_;  // (n, rope_dims / 2)
-  std::vector<float> scores_;  // (threads, n_ctx) attention scratch
+  // Attention: per worker, one chunk's scores and the partials of every chunk
+  // (attention_scratch_floats); with threads, the partials of up to
+  // kSplitTokens queries whose chunks are spread over the pool.
+  static constexpr int64_t kSplitTokens = 4;
+  int64_t max_chunks_ = 0, attn_scratch_stride_ = 0;
+  std::vector<float> attn_scratch_;
+  std::vector<float> attn_parts_;  // (kSplitTokens, n_kv_head, max_chunks, partial)
   std::vector<float> logits_;  // (1 or max_batch, n_vocab)
 };
 

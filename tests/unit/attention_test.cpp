@@ -1,7 +1,8 @@
-// attend() over a paged KV cache: the AVX2 path against the scalar reference,
-// and both against the same attention computed in double from the stored
-// (f16-rounded) keys and values, for F16 and F32 caches, head sizes that do and
-// do not fill 8-float vectors, and key counts that cross block boundaries.
+// attend() over a paged KV cache: the SIMD paths (AVX2, AVX-512) against the
+// scalar reference, and that against the same attention computed in double
+// from the stored (f16-rounded) keys and values, for F16 and F32 caches, head
+// sizes that do and do not fill 8- and 16-float vectors, GQA groups of 1 to 8
+// heads, and key counts that cross block and chunk (kAttentionChunk) boundaries.
 #include <gtest/gtest.h>
 
 #include "test_util.h"
@@ -23,7 +24,7 @@ namespace {
 
 constexpr double kU = 1.0 / (1 << 24);  // unit roundoff of float
 constexpr int64_t kBlock = 16;
-constexpr int64_t kPositions = 100;
+constexpr int64_t kPositions = 2 * kAttentionChunk + 88;
 constexpr int64_t kHeads = 2;
 
 // The value at index i of a stored (head_dim) vector.
@@ -97,14 +98,16 @@ void check_attention(DType type, int64_t head_dim, bool simd) {
   std::uniform_real_distribution<float> u(-2, 2);
   const SimdLevel saved = simd_level();
   set_simd_level(SimdLevel::Avx2);
-  for (int64_t n_keys : {1, 2, 15, 16, 17, 33, 64, 99, 100}) {
+  for (int64_t n_keys : {int64_t{1}, int64_t{2}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{33}, int64_t{64},
+                         int64_t{99}, kAttentionChunk, kAttentionChunk + 1, 2 * kAttentionChunk + 5, kPositions}) {
     for (int64_t h = 0; h < kHeads; ++h) {
       std::vector<float> qbuf(head_dim + 1);
       float* q = qbuf.data() + 1;  // not 32-byte aligned
       for (int64_t i = 0; i < head_dim; ++i) q[i] = u(rng);
-      std::vector<float> scores_s(n_keys), scores_a(n_keys), out_s(head_dim + 1), out_a(head_dim + 1);
-      attend_scalar(q, kv, h, n_keys, scale, scores_s.data(), out_s.data() + 1);
-      if (simd) attend(q, kv, h, n_keys, scale, scores_a.data(), out_a.data() + 1);
+      std::vector<float> scratch(attention_scratch_floats(1, head_dim, n_keys));
+      std::vector<float> out_s(head_dim + 1), out_a(head_dim + 1);
+      attend_scalar(q, kv, h, n_keys, scale, scratch.data(), out_s.data() + 1);
+      if (simd) attend(q, kv, h, n_keys, scale, scratch.data(), out_a.data() + 1);
       const Reference r = reference(q, kv, h, n_keys, scale);
       for (int64_t i = 0; i < head_dim; ++i) {
         const double tol = r.tol_rel * r.vmax[i] + 1e-30;
@@ -122,6 +125,50 @@ void check_attention(DType type, int64_t head_dim, bool simd) {
   set_simd_level(saved);
 }
 
+// The n_q heads of a group at `level` against the scalar reference, head by
+// head; and at every level a query's result does not depend on how many
+// further (masked) keys were scored: the dense form equals the causal one bit for bit.
+void check_group(DType type, int64_t head_dim, SimdLevel level) {
+  std::mt19937 rng(static_cast<unsigned>(head_dim) * 11 + static_cast<unsigned>(type));
+  Filled f(head_dim, type, rng);
+  const KvLayerView kv = f.cache.view(0, f.seq);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  std::uniform_real_distribution<float> u(-2, 2);
+  const SimdLevel saved = simd_level();
+  std::vector<float> scratch(attention_scratch_floats(8, head_dim, kPositions));
+  for (int64_t n_q = 1; n_q <= 8; ++n_q) {
+    for (int64_t n_keys : {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{31}, int64_t{33}, kAttentionChunk - 1,
+                           kAttentionChunk + 17, 2 * kAttentionChunk, kPositions - 3}) {
+      const int64_t h = n_keys % kHeads;
+      std::vector<float> qbuf(n_q * head_dim + 1);
+      float* q = qbuf.data() + 1;  // not 32-byte aligned
+      for (int64_t i = 0; i < n_q * head_dim; ++i) q[i] = u(rng);
+      std::vector<float> out_s(n_q * head_dim), out_l(n_q * head_dim), out_d(n_q * head_dim);
+      set_simd_level(SimdLevel::Scalar);
+      attend_group(q, n_q, kv, h, n_keys, scale, scratch.data(), out_s.data());
+      set_simd_level(level);
+      attend_group(q, n_q, kv, h, n_keys, scale, scratch.data(), out_l.data());
+      const int64_t more = std::min(kPositions, n_keys + 37);
+      attend_group(q, n_q, kv, h, more, scale, scratch.data(), out_d.data(), n_keys);
+      set_simd_level(saved);
+      const std::string where = std::string(dtype_name(type)) + " head_dim=" + std::to_string(head_dim) +
+                                " n_q=" + std::to_string(n_q) + " n_keys=" + std::to_string(n_keys);
+      ASSERT_EQ(0, std::memcmp(out_l.data(), out_d.data(), out_l.size() * sizeof(float)))
+          << where << ": scoring " << more << " keys and masking changed the result";
+      for (int64_t hq = 0; hq < n_q; ++hq) {
+        const Reference r = reference(q + hq * head_dim, kv, h, n_keys, scale);
+        for (int64_t i = 0; i < head_dim; ++i) {
+          const double tol = 2 * r.tol_rel * r.vmax[i] + 1e-30;
+          const float s_v = out_s[hq * head_dim + i], l_v = out_l[hq * head_dim + i];
+          ASSERT_LE(std::fabs(l_v - s_v), tol)
+              << where << " head " << hq << " [" << i << "]: " << simd_level_name(level) << " " << l_v << " scalar "
+              << s_v;
+        }
+      }
+    }
+  }
+}
+
 struct AttentionCase {
   DType type;
   int64_t head_dim;
@@ -136,12 +183,28 @@ TEST_P(AttentionTest, Avx2MatchesScalar) {
   check_attention(GetParam().type, GetParam().head_dim, true);
 }
 
-// 64 and 128 are the model head sizes; 40 fills 8-float vectors with an odd
-// count of them; 36 is not a multiple of 8 (the AVX2 code takes the scalar path).
+TEST_P(AttentionTest, ScalarGroupsIgnoreMaskedKeys) {
+  check_group(GetParam().type, GetParam().head_dim, SimdLevel::Scalar);
+}
+
+TEST_P(AttentionTest, Avx2GroupsMatchScalar) {
+  if (!simd_supported(SimdLevel::Avx2)) GTEST_SKIP() << "CPU has no AVX2";
+  check_group(GetParam().type, GetParam().head_dim, SimdLevel::Avx2);
+}
+
+TEST_P(AttentionTest, Avx512GroupsMatchScalar) {
+  if (!simd_supported(SimdLevel::Avx512Vnni)) GTEST_SKIP() << "CPU has no AVX-512";
+  check_group(GetParam().type, GetParam().head_dim, SimdLevel::Avx512Vnni);
+}
+
+// 64 and 128 are the model head sizes; 48 fills 16-float vectors with an odd
+// count of them; 40 fills 8-float vectors only (AVX-512 takes the AVX2 path);
+// 36 is not a multiple of 8 (the SIMD code takes the scalar path).
 INSTANTIATE_TEST_SUITE_P(Heads, AttentionTest,
                          ::testing::Values(AttentionCase{DType::F16, 64}, AttentionCase{DType::F16, 128},
-                                           AttentionCase{DType::F16, 40}, AttentionCase{DType::F16, 36},
-                                           AttentionCase{DType::F32, 64}, AttentionCase{DType::F32, 128},
+                                           AttentionCase{DType::F16, 48}, AttentionCase{DType::F16, 40},
+                                           AttentionCase{DType::F16, 36}, AttentionCase{DType::F32, 64},
+                                           AttentionCase{DType::F32, 128}, AttentionCase{DType::F32, 48},
                                            AttentionCase{DType::F32, 40}, AttentionCase{DType::F32, 36}),
                          [](const auto& info) {
                            return std::string(info.param.type == DType::F16 ? "F16" : "F32") + "_" +
@@ -156,9 +219,9 @@ TEST(Attention, SingleKeyReturnsItsValue) {
   const float k[8] = {1, 2, 3, 4, 5, 6, 7, 8}, v[8] = {-1, 0.5f, 2, 3, -4, 5, 6, 7};
   cache.store(0, s, 0, k, v);
   const float q[8] = {9, 9, 9, 9, 9, 9, 9, 9};
-  float scores[1], out[8];
-  attend(q, cache.view(0, s), 0, 1, 0.125f, scores, out);
-  EXPECT_EQ(scores[0], 1.0f);
+  std::vector<float> scratch(attention_scratch_floats(1, 8, 1));
+  float out[8];
+  attend(q, cache.view(0, s), 0, 1, 0.125f, scratch.data(), out);
   for (int i = 0; i < 8; ++i) EXPECT_EQ(out[i], v[i]) << i;
 }
 

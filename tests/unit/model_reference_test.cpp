@@ -35,6 +35,10 @@ std::vector<std::vector<float>> all_logits(const std::vector<int32_t>& ids) {
 // (as in llama.cpp) and the f16 cache. llama.cpp itself sits at up to 1.09 from
 // HF on these top-10 logits (1.77 over all logits) and agrees on 169 of 179
 // argmaxes (hf_logits.json, llama_cpp_comparison): the bounds below are of that order.
+// The maximum is one logit (chat, position 19, token 30; HF 16.92) where a
+// last-bit change in the attention output crosses 8-bit rounding steps: the
+// scalar, AVX2 and AVX-512 attention kernels, each within 2e-7 rms of attention
+// in double, put it at 15.03, 15.85 and 14.59. The bound leaves room for that.
 TEST(ModelReference, LogitsMatchHfTransformers) {
   TALLY_NEED_MODEL();
   const auto fx = load_fixture("model/hf_logits.json");
@@ -69,7 +73,7 @@ TEST(ModelReference, LogitsMatchHfTransformers) {
   std::printf("HF f32 reference: %lld logits compared, max |diff| %.4f, mean |diff| %.4f, top-1 agreement %lld/%lld (%lld decisive)\n",
               (long long)n, worst, mean, (long long)top1_agree, (long long)positions, (long long)decisive);
   EXPECT_LT(mean, 0.25);
-  EXPECT_LT(worst, 2.0);
+  EXPECT_LT(worst, 2.5);
   EXPECT_GE(top1_agree * 100, positions * 92);
 }
 

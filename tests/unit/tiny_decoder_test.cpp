@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/attention.h"
 #include "runtime/generator.h"
 #include "runtime/session.h"
 #include "tiny_model.h"
@@ -385,6 +386,30 @@ TEST(TinyDecoder, ChunkedPrefillEqualsOneShot) {
     const auto chunked = run(*tm->model, toks, opts(b));
     ASSERT_EQ(chunked.size(), one.size());
     EXPECT_EQ(max_diff(one, chunked), 0.0) << "n_batch " << b;
+  }
+}
+
+// Past kAttentionChunk keys the attention is computed per chunk of keys and
+// merged; with several threads a decode step spreads the chunks over them. A
+// query's result still depends only on its keys: batch splits, token-by-token
+// decode, thread counts and the dense form agree bit for bit, for both cache types.
+TEST(TinyDecoder, ChunkedAttentionIsIndependentOfBatchingAndThreads) {
+  const auto tm = test::make_tiny_model();
+  const auto toks = some_tokens(2 * kAttentionChunk + 37, 50);
+  const int64_t n_ctx = 1024;
+  for (DType cache : {DType::F32, DType::F16}) {
+    const auto one = run(*tm->model, toks, opts(512, cache, 1, n_ctx));
+    for (int64_t b : {1, 3, 300}) {
+      for (int th : {1, 2, 3}) {
+        const auto other = run(*tm->model, toks, opts(b, cache, th, n_ctx));
+        ASSERT_EQ(other.size(), one.size());
+        EXPECT_EQ(max_diff(one, other), 0.0) << dtype_name(cache) << " n_batch " << b << ", " << th << " threads";
+      }
+    }
+    // The dense form scores whole chunks past the visible keys and masks them.
+    Session dense(*tm->model, opts(300, cache, 2, n_ctx));
+    dense.forward().set_attention_mode(AttentionMode::DenseMasked);
+    EXPECT_EQ(max_diff(one, append_all(dense, toks)), 0.0) << dtype_name(cache) << " dense";
   }
 }
 

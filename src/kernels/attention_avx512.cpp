@@ -1,0 +1,270 @@
+// simd_avx512.h first: it includes <immintrin.h> (see there why).
+#include "kernels/simd_avx512.h"
+
+#include "kernels/attention_avx512.h"
+
+#include <cmath>
+#include <limits>
+
+#include "kernels/attention_runs.h"
+
+namespace tally::avx512_attention {
+
+#if TALLY_HAVE_X86
+namespace {
+
+constexpr int kMaxGroup = 8;
+
+// The helpers pass vectors in arrays: they must inline to keep them in registers.
+#define TALLY_ALWAYS_INLINE inline __attribute__((always_inline))
+
+template <bool kF32>
+TALLY_AVX512 TALLY_ALWAYS_INLINE __m512 load16(const uint8_t* p, int64_t i) {
+  return kF32 ? _mm512_loadu_ps(reinterpret_cast<const float*>(p) + i)
+              : _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * i)));
+}
+
+// Sum of 16 lanes by halving: lanes (i, i+8), then (i, i+4), (i, i+2), (i, i+1).
+// transpose_sums below adds in exactly this tree (float addition commutes
+// exactly), so a key's score does not depend on which kernel summed it.
+TALLY_AVX512 TALLY_ALWAYS_INLINE float hsum16(__m512 a) {
+  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1));
+  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(a), hi);
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+// The four steps of 16 lane sums done 16 vectors at a time (a transpose that adds):
+// two vectors -> their (i, i+8) sums, 8 lanes each;
+TALLY_AVX512 TALLY_ALWAYS_INLINE __m512 halve1(__m512 x, __m512 y) {
+  return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(1, 0, 1, 0)),
+                       _mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+// two of those -> (i, i+4) sums of 4 vectors, one per 128-bit lane;
+TALLY_AVX512 TALLY_ALWAYS_INLINE __m512 halve2(__m512 u, __m512 v) {
+  return _mm512_add_ps(_mm512_shuffle_f32x4(u, v, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(u, v, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+// two of those (vectors 0-3, 4-7) -> lane j: (i, i+2) sums of vectors j, 4+j, j, 4+j;
+TALLY_AVX512 TALLY_ALWAYS_INLINE __m512 halve3(__m512 s, __m512 t) {
+  return _mm512_add_ps(_mm512_unpacklo_ps(s, t), _mm512_unpackhi_ps(s, t));
+}
+// two of those (vectors 0-7, 8-15) -> lane 4j + m: the full sum of vector 4m + j.
+TALLY_AVX512 TALLY_ALWAYS_INLINE __m512 halve4(__m512 r, __m512 w) {
+  return _mm512_add_ps(_mm512_shuffle_ps(r, w, _MM_SHUFFLE(1, 0, 1, 0)),
+                       _mm512_shuffle_ps(r, w, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+
+// acc[h] = q_h * k lane-wise, summed over the head's 16-float slices in order.
+// ND: the head's count of slices when fixed at compile time (fully unrolled), 0 if not.
+template <int NQ, int ND, bool kF32>
+TALLY_AVX512 TALLY_ALWAYS_INLINE void key_products(const float* q, const uint8_t* k, int64_t n, __m512* acc) {
+  const int64_t nd = ND > 0 ? ND : n / 16;
+  for (int h = 0; h < NQ; ++h) acc[h] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < nd; ++i) {
+    const __m512 kv = load16<kF32>(k, 16 * i);
+    for (int h = 0; h < NQ; ++h) acc[h] = _mm512_fmadd_ps(_mm512_loadu_ps(q + h * n + 16 * i), kv, acc[h]);
+  }
+}
+
+// Four consecutive keys -> per head, their (i, i+4) sums (halve2 layout).
+template <int NQ, int ND, bool kF32>
+TALLY_AVX512 TALLY_ALWAYS_INLINE void four_keys(const float* q, const uint8_t* k, uint64_t step, int64_t n,
+                                                __m512* out) {
+  __m512 a[NQ], b[NQ], p01[NQ];
+  key_products<NQ, ND, kF32>(q, k, n, a);
+  key_products<NQ, ND, kF32>(q, k + step, n, b);
+  for (int h = 0; h < NQ; ++h) p01[h] = halve1(a[h], b[h]);
+  key_products<NQ, ND, kF32>(q, k + 2 * step, n, a);
+  key_products<NQ, ND, kF32>(q, k + 3 * step, n, b);
+  for (int h = 0; h < NQ; ++h) out[h] = halve2(p01[h], halve1(a[h], b[h]));
+}
+
+// Sixteen consecutive keys: one vector of scores per head, no per-key horizontal sum.
+template <int NQ, int ND, bool kF32>
+TALLY_AVX512 TALLY_ALWAYS_INLINE void sixteen_keys(const float* q, const uint8_t* k, uint64_t step, int64_t n,
+                                                   __m512 vscale, float* scores, int64_t stride) {
+  __m512 s0[NQ], s1[NQ], r0[NQ];
+  four_keys<NQ, ND, kF32>(q, k, step, n, s0);
+  four_keys<NQ, ND, kF32>(q, k + 4 * step, step, n, s1);
+  for (int h = 0; h < NQ; ++h) r0[h] = halve3(s0[h], s1[h]);
+  four_keys<NQ, ND, kF32>(q, k + 8 * step, step, n, s0);
+  four_keys<NQ, ND, kF32>(q, k + 12 * step, step, n, s1);
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  for (int h = 0; h < NQ; ++h) {
+    const __m512 r = _mm512_permutexvar_ps(order, halve4(r0[h], halve3(s0[h], s1[h])));
+    _mm512_storeu_ps(scores + h * stride, _mm512_mul_ps(r, vscale));
+  }
+}
+
+template <int NQ, int ND, bool kF32>
+TALLY_AVX512 void dots_t(const float* q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, float scale,
+                         float* scores, int64_t stride) {
+  const __m512 vscale = _mm512_set1_ps(scale);
+  int64_t j = 0;
+  for (; j + 16 <= m; j += 16) sixteen_keys<NQ, ND, kF32>(q, k + j * step, step, n, vscale, scores + j, stride);
+  for (; j < m; ++j) {
+    __m512 acc[NQ];
+    key_products<NQ, ND, kF32>(q, k + j * step, n, acc);
+    for (int h = 0; h < NQ; ++h) scores[h * stride + j] = hsum16(acc[h]) * scale;
+  }
+}
+
+// The model head sizes (64, 128) get fully unrolled kernels.
+template <int NQ>
+TALLY_AVX512 void dots_n(const float* q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t, float scale,
+                         float* scores, int64_t stride) {
+  const bool f32 = t == DType::F32;
+  if (n == 64) {
+    if (f32) return dots_t<NQ, 4, true>(q, k, m, step, n, scale, scores, stride);
+    return dots_t<NQ, 4, false>(q, k, m, step, n, scale, scores, stride);
+  }
+  if (n == 128) {
+    if (f32) return dots_t<NQ, 8, true>(q, k, m, step, n, scale, scores, stride);
+    return dots_t<NQ, 8, false>(q, k, m, step, n, scale, scores, stride);
+  }
+  if (f32) return dots_t<NQ, 0, true>(q, k, m, step, n, scale, scores, stride);
+  dots_t<NQ, 0, false>(q, k, m, step, n, scale, scores, stride);
+}
+
+// exp for x <= 0 (Cephes-style: 2^n * polynomial, as the AVX2 kernel); -inf gives exactly 0.
+TALLY_AVX512 TALLY_ALWAYS_INLINE __m512 exp_nonpos(__m512 x) {
+  const __mmask16 is_inf = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-std::numeric_limits<float>::infinity()), _CMP_EQ_OQ);
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  const __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
+  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
+  y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
+  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
+  return _mm512_maskz_mul_ps(static_cast<__mmask16>(~is_inf), y, _mm512_castsi512_ps(e));
+}
+
+// Values of a slice of W 16-float vectors starting at dimension d0, for NQ
+// heads: the NQ * W partial outputs stay in registers over all the keys.
+template <int NQ, int W, bool kF32>
+TALLY_AVX512 void weighted_sum_t(float* out, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
+                                 int64_t b, int64_t e) {
+  const int64_t hd = kv.head_dim;
+  for (int64_t d0 = 0; d0 < hd; d0 += 16 * W) {
+    __m512 acc[NQ][W];
+    for (int h = 0; h < NQ; ++h)
+      for (int u = 0; u < W; ++u) acc[h][u] = _mm512_setzero_ps();
+    for (KvRuns r(kv, kv.v_layer, g, b, e); r.next();) {
+      // The values past this run into L1 (the chunk kernel brought them to L2).
+      if (d0 == 0)
+        prefetch_positions<true>(kv, kv.v_layer, g, r.pos + r.count, std::min(r.pos + r.count + kPrefetchAhead, e));
+      const float* wp = w + (r.pos - b);
+      const uint8_t* v = r.ptr;
+      for (int64_t j = 0; j < r.count; ++j, v += r.step) {
+        __m512 vv[W];
+        for (int u = 0; u < W; ++u) vv[u] = load16<kF32>(v, d0 + 16 * u);
+        for (int h = 0; h < NQ; ++h) {
+          const __m512 wv = _mm512_set1_ps(wp[h * stride + j]);
+          for (int u = 0; u < W; ++u) acc[h][u] = _mm512_fmadd_ps(wv, vv[u], acc[h][u]);
+        }
+      }
+    }
+    for (int h = 0; h < NQ; ++h)
+      for (int u = 0; u < W; ++u) _mm512_storeu_ps(out + h * hd + d0 + 16 * u, acc[h][u]);
+  }
+}
+
+// The widest slice (4, 2 or 1 vectors) that divides the head and keeps at most 16 accumulators.
+template <int NQ>
+TALLY_AVX512 void weighted_sum_n(float* out, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
+                                 int64_t b, int64_t e) {
+  const int64_t nv = kv.head_dim / 16;
+  const bool f32 = kv.type == DType::F32;
+  if (NQ * 4 <= 16 && nv % 4 == 0) {
+    if (f32) return weighted_sum_t<NQ, 4, true>(out, w, stride, kv, g, b, e);
+    return weighted_sum_t<NQ, 4, false>(out, w, stride, kv, g, b, e);
+  }
+  if (nv % 2 == 0) {
+    if (f32) return weighted_sum_t<NQ, 2, true>(out, w, stride, kv, g, b, e);
+    return weighted_sum_t<NQ, 2, false>(out, w, stride, kv, g, b, e);
+  }
+  if (f32) return weighted_sum_t<NQ, 1, true>(out, w, stride, kv, g, b, e);
+  weighted_sum_t<NQ, 1, false>(out, w, stride, kv, g, b, e);
+}
+
+}  // namespace
+
+TALLY_AVX512 bool dots_block(const float* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step,
+                             int64_t head_dim, DType t, float scale, float* scores, int64_t stride) {
+  if (head_dim % 16 != 0 || n_q < 1 || n_q > kMaxGroup) return false;
+  switch (n_q) {
+    case 1: dots_n<1>(q, k, m, step, head_dim, t, scale, scores, stride); break;
+    case 2: dots_n<2>(q, k, m, step, head_dim, t, scale, scores, stride); break;
+    case 3: dots_n<3>(q, k, m, step, head_dim, t, scale, scores, stride); break;
+    case 4: dots_n<4>(q, k, m, step, head_dim, t, scale, scores, stride); break;
+    case 5: dots_n<5>(q, k, m, step, head_dim, t, scale, scores, stride); break;
+    case 6: dots_n<6>(q, k, m, step, head_dim, t, scale, scores, stride); break;
+    case 7: dots_n<7>(q, k, m, step, head_dim, t, scale, scores, stride); break;
+    default: dots_n<8>(q, k, m, step, head_dim, t, scale, scores, stride); break;
+  }
+  return true;
+}
+
+TALLY_AVX512 bool exp_sum(float* x, int64_t n, float* max_out, float* sum_out) {
+  const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const __mmask16 tail = static_cast<__mmask16>((1u << (n % 16)) - 1);
+  const int64_t full = n - n % 16;
+  __m512 vmax = neg_inf;
+  for (int64_t i = 0; i < full; i += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(x + i));
+  if (tail) vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(neg_inf, tail, x + full));
+  const float mx = _mm512_reduce_max_ps(vmax);
+  if (!std::isfinite(mx)) return false;
+  const __m512 vm = _mm512_set1_ps(mx);
+  __m512 vsum = _mm512_setzero_ps();
+  for (int64_t i = 0; i < full; i += 16) {
+    const __m512 e = exp_nonpos(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm));
+    _mm512_storeu_ps(x + i, e);
+    vsum = _mm512_add_ps(vsum, e);
+  }
+  if (tail) {  // the lanes past n hold -inf - max: exp gives exactly 0
+    const __m512 e = exp_nonpos(_mm512_sub_ps(_mm512_mask_loadu_ps(neg_inf, tail, x + full), vm));
+    _mm512_mask_storeu_ps(x + full, tail, e);
+    vsum = _mm512_add_ps(vsum, e);
+  }
+  *max_out = mx;
+  *sum_out = hsum16(vsum);
+  return true;
+}
+
+TALLY_AVX512 bool weighted_sum(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv,
+                               int64_t kv_head, int64_t b, int64_t e) {
+  if (kv.head_dim % 16 != 0 || n_q < 1 || n_q > kMaxGroup) return false;
+  switch (n_q) {
+    case 1: weighted_sum_n<1>(out, w, stride, kv, kv_head, b, e); break;
+    case 2: weighted_sum_n<2>(out, w, stride, kv, kv_head, b, e); break;
+    case 3: weighted_sum_n<3>(out, w, stride, kv, kv_head, b, e); break;
+    case 4: weighted_sum_n<4>(out, w, stride, kv, kv_head, b, e); break;
+    case 5: weighted_sum_n<5>(out, w, stride, kv, kv_head, b, e); break;
+    case 6: weighted_sum_n<6>(out, w, stride, kv, kv_head, b, e); break;
+    case 7: weighted_sum_n<7>(out, w, stride, kv, kv_head, b, e); break;
+    default: weighted_sum_n<8>(out, w, stride, kv, kv_head, b, e); break;
+  }
+  return true;
+}
+
+#else  // no x86: never called (simd_level() is Scalar), but must link
+
+bool dots_block(const float*, int64_t, const uint8_t*, int64_t, uint64_t, int64_t, DType, float, float*, int64_t) {
+  return false;
+}
+bool exp_sum(float*, int64_t, float*, float*) { return false; }
+bool weighted_sum(float*, int64_t, const float*, int64_t, const KvLayerView&, int64_t, int64_t, int64_t) {
+  return false;
+}
+
+#endif
+
+}  // namespace tally::avx512_attention
