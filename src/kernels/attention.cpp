@@ -1,5 +1,7 @@
 #include "kernels/attention.h"
 
+#include "kernels/exp_simd.h"  // first: it includes <immintrin.h> as simd_avx512.h requires
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -104,25 +106,6 @@ struct Avx2Ops {
     }
     ScalarOps::dots_block(q, n_q, k, m, step, n, t, scale, scores, stride);
   }
-  // exp for x <= 0 (Cephes-style: 2^n * polynomial); -inf gives exactly 0.
-  TALLY_AVX2 static __m256 exp_nonpos(__m256 x) {
-    const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
-    const __m256 is_inf = _mm256_cmp_ps(x, neg_inf, _CMP_EQ_OQ);
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
-    const __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
-    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
-    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
-    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
-    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
-    return _mm256_andnot_ps(is_inf, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
-  }
   TALLY_AVX2 static float exp_sum(float* x, int64_t n, float* max_out) {
     if (n < 8) return ScalarOps::exp_sum(x, n, max_out);
     __m256 vmax = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
@@ -135,7 +118,7 @@ struct Avx2Ops {
     const __m256 vm = _mm256_set1_ps(mx);
     __m256 vsum = _mm256_setzero_ps();
     for (i = 0; i + 8 <= n; i += 8) {
-      const __m256 e = exp_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+      const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
       _mm256_storeu_ps(x + i, e);
       vsum = _mm256_add_ps(vsum, e);
     }

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "kernels/attention_runs.h"
+#include "kernels/exp_simd.h"
 
 namespace tally::avx512_attention {
 
@@ -128,25 +129,6 @@ TALLY_AVX512 void dots_n(const float* q, const uint8_t* k, int64_t m, uint64_t s
   dots_t<NQ, 0, false>(q, k, m, step, n, scale, scores, stride);
 }
 
-// exp for x <= 0 (Cephes-style: 2^n * polynomial, as the AVX2 kernel); -inf gives exactly 0.
-TALLY_AVX512 TALLY_ALWAYS_INLINE __m512 exp_nonpos(__m512 x) {
-  const __mmask16 is_inf = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-std::numeric_limits<float>::infinity()), _CMP_EQ_OQ);
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-  const __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
-  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
-  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
-  y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
-  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
-  return _mm512_maskz_mul_ps(static_cast<__mmask16>(~is_inf), y, _mm512_castsi512_ps(e));
-}
-
 // Values of a slice of W 16-float vectors starting at dimension d0, for NQ
 // heads: the NQ * W partial outputs stay in registers over all the keys.
 template <int NQ, int W, bool kF32>
@@ -225,12 +207,12 @@ TALLY_AVX512 bool exp_sum(float* x, int64_t n, float* max_out, float* sum_out) {
   const __m512 vm = _mm512_set1_ps(mx);
   __m512 vsum = _mm512_setzero_ps();
   for (int64_t i = 0; i < full; i += 16) {
-    const __m512 e = exp_nonpos(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm));
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm));
     _mm512_storeu_ps(x + i, e);
     vsum = _mm512_add_ps(vsum, e);
   }
   if (tail) {  // the lanes past n hold -inf - max: exp gives exactly 0
-    const __m512 e = exp_nonpos(_mm512_sub_ps(_mm512_mask_loadu_ps(neg_inf, tail, x + full), vm));
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_mask_loadu_ps(neg_inf, tail, x + full), vm));
     _mm512_mask_storeu_ps(x + full, tail, e);
     vsum = _mm512_add_ps(vsum, e);
   }

@@ -5,7 +5,7 @@
 
 #include "core/half.h"
 #include "kernels/cpu_features.h"
-#include "kernels/exp_avx2.h"
+#include "kernels/exp_simd.h"
 
 namespace tally {
 

@@ -34,15 +34,18 @@ std::vector<std::vector<float>> all_logits(const std::vector<int32_t>& ids) {
 // Our logits differ from an f32 reference by the 8-bit activation quantization
 // (as in llama.cpp) and the f16 cache. llama.cpp itself sits at up to 1.09 from
 // HF on these top-10 logits (1.77 over all logits) and agrees on 169 of 179
-// argmaxes (hf_logits.json, llama_cpp_comparison): the bounds below are of that order.
-// The maximum is one logit (chat, position 19, token 30; HF 16.92) where a
-// last-bit change in the attention output crosses 8-bit rounding steps: the
-// scalar, AVX2 and AVX-512 attention kernels, each within 2e-7 rms of attention
-// in double, put it at 15.03, 15.85 and 14.59. The bound leaves room for that.
+// argmaxes (hf_logits.json, llama_cpp_comparison); over these 1790 logits its
+// mean |diff| is 0.181 and its 99th percentile 0.69. Ours: mean 0.16-0.18 and
+// 99th percentile 0.65-0.84 at every kernel level. The maximum is one logit
+// (chat, position 19, token 30) where a last-bit change anywhere crosses 8-bit
+// activation rounding steps: it moves between 1.4 and 2.0 from one correct
+// kernel to another, so the tail is bounded by its 99th percentile and the
+// maximum only loosely.
 TEST(ModelReference, LogitsMatchHfTransformers) {
   TALLY_NEED_MODEL();
   const auto fx = load_fixture("model/hf_logits.json");
   double worst = 0, sum_abs = 0;
+  std::vector<double> diffs;
   int64_t n = 0, top1_agree = 0, positions = 0, decisive = 0;
   for (const auto& p : fx["prompts"]) {
     const auto ids = p["ids"].get<std::vector<int32_t>>();
@@ -53,6 +56,7 @@ TEST(ModelReference, LogitsMatchHfTransformers) {
       for (const auto& pair : top) {
         const double d = std::fabs(ours[pos][pair[0].get<int>()] - pair[1].get<double>());
         worst = std::max(worst, d);
+        diffs.push_back(d);
         sum_abs += d;
         ++n;
       }
@@ -68,11 +72,15 @@ TEST(ModelReference, LogitsMatchHfTransformers) {
     }
   }
   const double mean = sum_abs / n;
+  std::sort(diffs.begin(), diffs.end());
+  const double p99 = diffs[diffs.size() * 99 / 100];
   RecordProperty("max_abs_diff", std::to_string(worst));
   RecordProperty("mean_abs_diff", std::to_string(mean));
-  std::printf("HF f32 reference: %lld logits compared, max |diff| %.4f, mean |diff| %.4f, top-1 agreement %lld/%lld (%lld decisive)\n",
-              (long long)n, worst, mean, (long long)top1_agree, (long long)positions, (long long)decisive);
+  std::printf("HF f32 reference: %lld logits compared, max |diff| %.4f, 99th percentile %.4f, mean |diff| %.4f, "
+              "top-1 agreement %lld/%lld (%lld decisive)\n",
+              (long long)n, worst, p99, mean, (long long)top1_agree, (long long)positions, (long long)decisive);
   EXPECT_LT(mean, 0.25);
+  EXPECT_LT(p99, 1.0);
   EXPECT_LT(worst, 2.5);
   EXPECT_GE(top1_agree * 100, positions * 92);
 }
