@@ -4,6 +4,7 @@
 // Every (row, token) dot runs the same kernel whatever n_tokens is, so a
 // prefill of n tokens and n one-token decode steps give bit-identical results.
 #include <cstdint>
+#include <span>
 
 #include "core/dtype.h"
 #include "kernels/activation_q8.h"
@@ -30,6 +31,15 @@ struct ActivationPack;
 // one is built here (allocating: the forward pass passes its own).
 void matmul(const WeightMatrix& w, const BlockQ8* x, int64_t n_tokens, float* y, ThreadPool& pool,
             const ActivationPack* pack = nullptr);
+// Several products of the same input (q/k/v, gate/up) as one parallel job over
+// all their rows: one wait instead of one per matrix, and larger ranges per
+// thread. Each y is exactly what matmul() gives.
+struct MatmulOut {
+  const WeightMatrix* w;
+  float* y;
+};
+void matmul_many(std::span<const MatmulOut> outs, const BlockQ8* x, int64_t n_tokens, ThreadPool& pool,
+                 const ActivationPack* pack = nullptr);
 // Same with the scalar kernel, one thread: the reference.
 void matmul_reference(const WeightMatrix& w, const BlockQ8* x, int64_t n_tokens, float* y);
 

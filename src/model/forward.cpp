@@ -152,9 +152,8 @@ void Forward::run(std::span<const int32_t> tokens, int64_t start, LogitsMode mod
     // Attention sub-block.
     for (int64_t t = 0; t < n; ++t) rms_norm(x_.data() + t * E, L.attn_norm.data(), xn_.data() + t * E, E, c.rms_eps);
     quantize_rows(xn_.data(), n, E);
-    matmul(L.wq, xq_.data(), n, q_.data(), pool_, &xpack_);
-    matmul(L.wk, xq_.data(), n, k_.data(), pool_, &xpack_);
-    matmul(L.wv, xq_.data(), n, v_.data(), pool_, &xpack_);
+    const MatmulOut qkv[] = {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
+    matmul_many(qkv, xq_.data(), n, pool_, &xpack_);
     for (int64_t t = 0; t < n; ++t) {
       const float* cs = rope_cos_.data() + t * half;
       const float* sn = rope_sin_.data() + t * half;
@@ -170,8 +169,8 @@ void Forward::run(std::span<const int32_t> tokens, int64_t start, LogitsMode mod
     // MLP sub-block.
     for (int64_t t = 0; t < n; ++t) rms_norm(x_.data() + t * E, L.ffn_norm.data(), xn_.data() + t * E, E, c.rms_eps);
     quantize_rows(xn_.data(), n, E);
-    matmul(L.ffn_gate, xq_.data(), n, gate_.data(), pool_, &xpack_);
-    matmul(L.ffn_up, xq_.data(), n, up_.data(), pool_, &xpack_);
+    const MatmulOut gate_up[] = {{&L.ffn_gate, gate_.data()}, {&L.ffn_up, up_.data()}};
+    matmul_many(gate_up, xq_.data(), n, pool_, &xpack_);
     silu_mul(gate_.data(), up_.data(), gate_.data(), n * F);
     quantize_rows(gate_.data(), n, F);
     matmul(L.ffn_down, xq_.data(), n, proj_.data(), pool_, &xpack_);
