@@ -282,6 +282,11 @@ inline __m256 repeat_half(const uint8_t* p) {
   else std::memcpy(&v4, p, 4);
   return _mm256_cvtph_ps(W == 4 ? _mm_set1_epi64x(v8) : _mm_set1_epi32(v4));
 }
+// The W floats at p in lanes 0..W-1, zeros above (reads nothing past p + W).
+template <int W>
+inline __m256 load_first(const float* p) {
+  return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(W), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+}
 
 // R rows x T tokens, run by run in block order. Per (row, token) and run:
 // acc += sums * (d_w * d_x), lane by lane (repeating scales for runs under 8
@@ -304,7 +309,7 @@ __attribute__((always_inline)) inline void split_tile(const WeightMatrix& w, int
     __m256 dx[T], sx[T];
     for (int j = 0; j < T; ++j) {
       dx[j] = repeat_ps<W>(x.d_row(t + j) + b0);
-      sx[j] = _mm256_loadu_ps(x.s_row(t + j) + b0);  // lanes past the run meet m_w = 0
+      sx[j] = W == 8 ? _mm256_loadu_ps(x.s_row(t + j) + b0) : load_first<W>(x.s_row(t + j) + b0);
     }
     for (int i = 0; i < R; ++i) {
       const uint8_t* dw_ptr = qs[i] + nb * S::kQsBytes;
