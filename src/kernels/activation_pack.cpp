@@ -1,7 +1,6 @@
 #include "kernels/activation_pack.h"
 
 #include <cstring>
-#include <type_traits>
 
 #include "core/error.h"
 #include "kernels/split_layout.h"
@@ -27,18 +26,11 @@ void ActivationPack::build(const BlockQ8* x, int64_t n_tokens, int64_t blocks_pe
   for (int64_t t = 0; t < n; ++t) {
     const BlockQ8* xb = x + t * nb;
     int8_t* out = q.data() + t * nb * 32;
-    auto run = [&](auto width, int64_t b0) {  // one run of split_layout.h, its width a constant
+    for_each_split_run(nb, [&](auto width, int64_t b0) {
       constexpr int W = decltype(width)::value;
       for (int k = 0; k < 8; ++k)
         for (int i = 0; i < W; ++i) std::memcpy(out + b0 * 32 + (k * W + i) * 4, xb[b0 + i].q + 4 * k, 4);
-    };
-    for (int64_t b0 = 0; b0 < nb;) {
-      switch (split_run(nb, b0).width) {
-        case 8: run(std::integral_constant<int, 8>{}, b0), b0 += 8; break;
-        case 4: run(std::integral_constant<int, 4>{}, b0), b0 += 4; break;
-        default: run(std::integral_constant<int, 2>{}, b0), b0 += 2; break;
-      }
-    }
+    });
     for (int64_t b = 0; b < nb; ++b) {
       d[t * nb8 + b] = xb[b].d;
       s[t * nb8 + b] = xb[b].s;

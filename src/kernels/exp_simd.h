@@ -10,18 +10,24 @@
 
 #if TALLY_HAVE_X86
 namespace tally {
+namespace exp_f64 {
+// Inputs are clamped to [kLo, kHi] (beyond float's range either way); then
+// x = n ln2 + r with ln2 = kLn2Hi + kLn2Lo (Cody-Waite) and e^r by Taylor.
+inline constexpr double kLo = -150.0, kHi = 100.0, kLog2e = 1.4426950408889634;
+inline constexpr double kLn2Hi = 6.93147180369123816490e-01, kLn2Lo = 1.90821492927058770002e-10;
+inline constexpr double kInvFact[] = {1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880, 1.0 / 40320, 1.0 / 5040, 1.0 / 720,
+                                      1.0 / 120,      1.0 / 24,      1.0 / 6,      0.5,         1.0,        1.0};
+}  // namespace exp_f64
 
 // 4 doubles: 2^n e^r with r = x - n ln2, |r| <= ln2/2, Taylor to degree 11
 // (truncation below 3e-13 relative).
 TALLY_AVX2 inline __m256d exp4_f64(__m256d x) {
-  x = _mm256_min_pd(_mm256_max_pd(x, _mm256_set1_pd(-150.0)), _mm256_set1_pd(100.0));  // float range and beyond
-  const __m256d n = _mm256_round_pd(_mm256_mul_pd(x, _mm256_set1_pd(1.4426950408889634)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256d r = _mm256_fnmadd_pd(n, _mm256_set1_pd(6.93147180369123816490e-01), x);
-  r = _mm256_fnmadd_pd(n, _mm256_set1_pd(1.90821492927058770002e-10), r);
-  static constexpr double kInvFact[] = {1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880, 1.0 / 40320, 1.0 / 5040,
-                                        1.0 / 720,      1.0 / 120,     1.0 / 24,     1.0 / 6,     0.5,
-                                        1.0,            1.0};
+  using namespace exp_f64;
+  x = _mm256_min_pd(_mm256_max_pd(x, _mm256_set1_pd(kLo)), _mm256_set1_pd(kHi));
+  const __m256d n =
+      _mm256_round_pd(_mm256_mul_pd(x, _mm256_set1_pd(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256d r = _mm256_fnmadd_pd(n, _mm256_set1_pd(kLn2Hi), x);
+  r = _mm256_fnmadd_pd(n, _mm256_set1_pd(kLn2Lo), r);
   __m256d p = _mm256_set1_pd(kInvFact[0]);
   for (int i = 1; i < 12; ++i) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(kInvFact[i]));
   // 2^n from the exponent bits (n in [-217, 145]: a normal double).
@@ -38,14 +44,12 @@ TALLY_AVX2 inline __m256 exp8(__m256 x) {
 
 // 8 doubles, as exp4_f64.
 TALLY_AVX512 inline __m512d exp8_f64(__m512d x) {
-  x = _mm512_min_pd(_mm512_max_pd(x, _mm512_set1_pd(-150.0)), _mm512_set1_pd(100.0));
-  const __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(1.4426950408889634)),
-                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512d r = _mm512_fnmadd_pd(n, _mm512_set1_pd(6.93147180369123816490e-01), x);
-  r = _mm512_fnmadd_pd(n, _mm512_set1_pd(1.90821492927058770002e-10), r);
-  static constexpr double kInvFact[] = {1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880, 1.0 / 40320, 1.0 / 5040,
-                                        1.0 / 720,      1.0 / 120,     1.0 / 24,     1.0 / 6,     0.5,
-                                        1.0,            1.0};
+  using namespace exp_f64;
+  x = _mm512_min_pd(_mm512_max_pd(x, _mm512_set1_pd(kLo)), _mm512_set1_pd(kHi));
+  const __m512d n =
+      _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512d r = _mm512_fnmadd_pd(n, _mm512_set1_pd(kLn2Hi), x);
+  r = _mm512_fnmadd_pd(n, _mm512_set1_pd(kLn2Lo), r);
   __m512d p = _mm512_set1_pd(kInvFact[0]);
   for (int i = 1; i < 12; ++i) p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(kInvFact[i]));
   const __m256i n32 = _mm512_cvtpd_epi32(n);

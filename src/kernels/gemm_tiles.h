@@ -324,11 +324,7 @@ __attribute__((always_inline)) inline void split_tile(const WeightMatrix& w, int
       }
     }
   };
-  const int64_t full_end = nb / 8 * 8;
-  for (int64_t b0 = 0; b0 < full_end; b0 += 8) run(std::integral_constant<int, 8>{}, b0);
-  int64_t b0 = full_end;
-  if (nb - b0 >= 4) run(std::integral_constant<int, 4>{}, b0), b0 += 4;
-  if (nb - b0 == 2) run(std::integral_constant<int, 2>{}, b0);
+  for_each_split_run(nb, run);
   for (int i = 0; i < R; ++i)
     for (int j = 0; j < T; ++j) {
       float v = hsum(acc[i][j]);

@@ -13,6 +13,7 @@
 // Same size as the native row, so repacking at load costs no memory beyond the
 // copy (the mapped source pages are released afterwards).
 #include <cstdint>
+#include <type_traits>
 
 #include "core/dtype.h"
 #include "kernels/activation_pack.h"
@@ -30,6 +31,15 @@ inline SplitRun split_run(int64_t nb, int64_t b) {
   if (b < full) return {b / 8 * 8, 8};
   if (nb - full >= 4 && b < full + 4) return {full, 4};
   return {nb - 2, 2};
+}
+// Calls f(std::integral_constant<int, W>{}, b0) for each run, in block order
+// (W a constant, so kernels specialize on it).
+template <class F>
+__attribute__((always_inline)) inline void for_each_split_run(int64_t nb, F&& f) {
+  int64_t b0 = 0;
+  for (; b0 + 8 <= nb; b0 += 8) f(std::integral_constant<int, 8>{}, b0);
+  if (nb - b0 >= 4) f(std::integral_constant<int, 4>{}, b0), b0 += 4;
+  if (nb - b0 == 2) f(std::integral_constant<int, 2>{}, b0);
 }
 // Byte offset of dword k of block b in the quants of a row whose blocks have
 // `block_bytes` quant bytes (16 for Q4, 32 for Q8_0 and for Q8 activations).

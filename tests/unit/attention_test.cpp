@@ -96,8 +96,7 @@ void check_attention(DType type, int64_t head_dim, bool simd) {
   const KvLayerView kv = f.cache.view(0, f.seq);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   std::uniform_real_distribution<float> u(-2, 2);
-  const SimdLevel saved = simd_level();
-  set_simd_level(SimdLevel::Avx2);
+  test::SimdLevelScope avx2(SimdLevel::Avx2);
   for (int64_t n_keys : {int64_t{1}, int64_t{2}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{33}, int64_t{64},
                          int64_t{99}, kAttentionChunk, kAttentionChunk + 1, 2 * kAttentionChunk + 5, kPositions}) {
     for (int64_t h = 0; h < kHeads; ++h) {
@@ -122,7 +121,6 @@ void check_attention(DType type, int64_t head_dim, bool simd) {
       }
     }
   }
-  set_simd_level(saved);
 }
 
 // The n_q heads of a group at `level` against the scalar reference, head by
@@ -134,7 +132,6 @@ void check_group(DType type, int64_t head_dim, SimdLevel level) {
   const KvLayerView kv = f.cache.view(0, f.seq);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   std::uniform_real_distribution<float> u(-2, 2);
-  const SimdLevel saved = simd_level();
   std::vector<float> scratch(attention_scratch_floats(8, head_dim, kPositions));
   for (int64_t n_q = 1; n_q <= 8; ++n_q) {
     for (int64_t n_keys : {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{31}, int64_t{33}, kAttentionChunk - 1,
@@ -144,13 +141,16 @@ void check_group(DType type, int64_t head_dim, SimdLevel level) {
       float* q = qbuf.data() + 1;  // not 32-byte aligned
       for (int64_t i = 0; i < n_q * head_dim; ++i) q[i] = u(rng);
       std::vector<float> out_s(n_q * head_dim), out_l(n_q * head_dim), out_d(n_q * head_dim);
-      set_simd_level(SimdLevel::Scalar);
-      attend_group(q, n_q, kv, h, n_keys, scale, scratch.data(), out_s.data());
-      set_simd_level(level);
-      attend_group(q, n_q, kv, h, n_keys, scale, scratch.data(), out_l.data());
       const int64_t more = std::min(kPositions, n_keys + 37);
-      attend_group(q, n_q, kv, h, more, scale, scratch.data(), out_d.data(), n_keys);
-      set_simd_level(saved);
+      {
+        test::SimdLevelScope scalar(SimdLevel::Scalar);
+        attend_group(q, n_q, kv, h, n_keys, scale, scratch.data(), out_s.data());
+      }
+      {
+        test::SimdLevelScope at(level);
+        attend_group(q, n_q, kv, h, n_keys, scale, scratch.data(), out_l.data());
+        attend_group(q, n_q, kv, h, more, scale, scratch.data(), out_d.data(), n_keys);
+      }
       const std::string where = std::string(dtype_name(type)) + " head_dim=" + std::to_string(head_dim) +
                                 " n_q=" + std::to_string(n_q) + " n_keys=" + std::to_string(n_keys);
       ASSERT_EQ(0, std::memcmp(out_l.data(), out_d.data(), out_l.size() * sizeof(float)))
