@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "kv/kv_plan.h"
+#include "kv/kv_shape.h"
 #include "runtime/session.h"
 
 namespace tally {
@@ -51,7 +51,7 @@ std::vector<BenchRow> run_benchmark(const Model& model, const BenchOptions& o, c
   if (o.threads.empty() || o.depths.empty()) fail("give at least one thread count and one depth");
   const auto& c = model.config();
   const int64_t max_depth = *std::max_element(o.depths.begin(), o.depths.end());
-  const uint64_t kv_tok = kv_bytes_per_token({c.n_layer, c.n_head_kv, c.head_dim}, o.cache_type);
+  const uint64_t kv_tok = kv_bytes_per_token({c.n_layer, c.n_kv_head, c.head_dim}, o.cache_type);
   const double weights = static_cast<double>(model.weight_bytes());
   const double macs = static_cast<double>(matmul_macs_per_token(model));
   const auto tokens = filler(max_depth + std::max(o.n_prompt, o.n_gen) + 1, c.n_vocab);

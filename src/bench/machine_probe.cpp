@@ -9,7 +9,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/simd_avx2.h"
-#include "runtime/thread_pool.h"
+#include "core/thread_pool.h"
 
 namespace tally {
 namespace {

@@ -12,7 +12,7 @@
 // (a score does not depend on which other keys the chunk holds either).
 #include <cstdint>
 
-#include "kv/kv_layer_view.h"
+#include "kernels/kv_layer_view.h"
 
 namespace tally {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
-#include "kv/kv_layer_view.h"
+#include "kernels/kv_layer_view.h"
 
 namespace tally::avx512_attention {
 

@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kv/kv_layer_view.h"
+#include "kernels/kv_layer_view.h"
 
 namespace tally {
 

@@ -6,7 +6,7 @@
 #include "kernels/gemm.h"
 #include "kernels/split_layout.h"
 #include "kernels/vec_dot.h"
-#include "runtime/thread_pool.h"
+#include "core/thread_pool.h"
 
 namespace tally {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kv/block_allocator.h"
-#include "kv/kv_layer_view.h"
+#include "kernels/kv_layer_view.h"
 #include "kv/kv_storage.h"
 
 namespace tally {

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <new>
 
+#include "core/byte_size.h"
 #include "core/error.h"
 
 namespace tally {

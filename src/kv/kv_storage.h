@@ -10,7 +10,7 @@
 #include <memory>
 
 #include "core/dtype.h"
-#include "kv/kv_plan.h"
+#include "kv/kv_shape.h"
 
 namespace tally {
 

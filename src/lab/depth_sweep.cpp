@@ -4,7 +4,7 @@
 #include <chrono>
 
 #include "core/error.h"
-#include "kv/kv_plan.h"
+#include "kv/kv_shape.h"
 #include "runtime/session.h"
 #include "sampler/sampler.h"
 
@@ -25,7 +25,7 @@ DepthReport measure_depth(const Model& model, std::span<const int32_t> filler, s
   Session s(model, o);
 
   DepthReport r;
-  r.kv_bytes_per_token = kv_bytes_per_token({c.n_layer, c.n_head_kv, c.head_dim}, cache_type);
+  r.kv_bytes_per_token = kv_bytes_per_token({c.n_layer, c.n_kv_head, c.head_dim}, cache_type);
   r.weight_bytes = model.weight_bytes();
   r.crossover_context = static_cast<int64_t>((r.weight_bytes + r.kv_bytes_per_token - 1) / r.kv_bytes_per_token);
 

@@ -32,7 +32,7 @@ Forward::Forward(const Model& model, ThreadPool& pool, int64_t max_batch, int64_
   attn_scratch_stride_ = attention_scratch_floats(c.group_size(), c.head_dim, n_ctx);
   attn_scratch_.resize(static_cast<size_t>(pool.size() * attn_scratch_stride_));
   if (pool.size() > 1)
-    attn_parts_.resize(static_cast<size_t>(kSplitTokens * c.n_head_kv * max_chunks_ *
+    attn_parts_.resize(static_cast<size_t>(kSplitTokens * c.n_kv_head * max_chunks_ *
                                            attention_partial_floats(c.group_size(), c.head_dim)));
   logits_.resize((all_logits ? n : 1) * static_cast<size_t>(c.n_vocab));
 }
@@ -45,7 +45,7 @@ void Forward::quantize_rows(const float* x, int64_t n, int64_t dim) {
 void Forward::attention(const KvLayerView& kv, int64_t n, int64_t start) {
   const auto& c = model_.config();
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  const int64_t group = c.group_size(), hd = c.head_dim, n_kv = c.n_head_kv;
+  const int64_t group = c.group_size(), hd = c.head_dim, n_kv = c.n_kv_head;
   const AttentionMode mode = mode_;
   // The query at position start+t may see keys [0, start+t]; the lab modes score the whole chunk.
   auto keys = [&](int64_t t) { return mode == AttentionMode::Causal ? start + t + 1 : start + n; };
@@ -98,7 +98,7 @@ KvLayerView Forward::chunk_view(int64_t n) const {
   v.blocks = kOneBlock;
   v.length = n;
   v.block_size = n;
-  v.n_kv_head = c.n_head_kv;
+  v.n_kv_head = c.n_kv_head;
   v.head_dim = c.head_dim;
   v.head_stride = c.head_dim;
   v.pos_stride = c.kv_dim();
@@ -158,7 +158,7 @@ void Forward::run(std::span<const int32_t> tokens, int64_t start, LogitsMode mod
       const float* cs = rope_cos_.data() + t * half;
       const float* sn = rope_sin_.data() + t * half;
       rope_apply(q_.data() + t * Q, c.n_head, c.head_dim, c.rope_dims, cs, sn, c.arch->rope_pairing);
-      rope_apply(k_.data() + t * KV, c.n_head_kv, c.head_dim, c.rope_dims, cs, sn, c.arch->rope_pairing);
+      rope_apply(k_.data() + t * KV, c.n_kv_head, c.head_dim, c.rope_dims, cs, sn, c.arch->rope_pairing);
       if (kv) kv->store(l, seq, start + t, k_.data() + t * KV, v_.data() + t * KV);
     }
     attention(kv ? kv->view(l, seq) : chunk_view(n), n, start);

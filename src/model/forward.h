@@ -13,7 +13,7 @@
 #include "kernels/activation_q8.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
-#include "runtime/thread_pool.h"
+#include "core/thread_pool.h"
 
 namespace tally {
 

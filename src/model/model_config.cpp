@@ -5,39 +5,83 @@
 #include "core/error.h"
 
 namespace tally {
+namespace {
+
+constexpr uint64_t kMaxDim = kMaxModelDim;
+
+// Reads "<arch>.<key>" as a positive size, naming the file and key when it is not.
+class HParams {
+ public:
+  HParams(const GgufFile& f, std::string arch) : f_(f), arch_(std::move(arch)) {}
+  std::string key(const char* k) const { return arch_ + "." + k; }
+  bool has(const char* k) const { return f_.has(key(k)); }
+  int64_t size(const char* k) const { return check(k, f_.get_u64(key(k))); }
+  int64_t size(const char* k, int64_t fallback) const {
+    return check(k, f_.get_u64(key(k), static_cast<uint64_t>(fallback)));
+  }
+  int64_t check(const char* k, uint64_t v) const {
+    if (v == 0 || v > kMaxDim) fail("{}: metadata '{}' = {} is out of range (1 to {})", f_.path(), key(k), v, kMaxDim);
+    return static_cast<int64_t>(v);
+  }
+
+ private:
+  const GgufFile& f_;
+  std::string arch_;
+};
+
+}  // namespace
+
+AttentionLayout read_attention_layout(const GgufFile& f) {
+  AttentionLayout a;
+  a.arch = f.get_string("general.architecture");
+  const HParams h(f, a.arch);
+  a.n_layer = h.size("block_count");
+  a.n_head = h.size("attention.head_count");
+  a.n_kv_head = h.size("attention.head_count_kv", a.n_head);
+  if (a.n_head % a.n_kv_head != 0)
+    fail("{}: {} = {} query heads are not divisible into {} = {} kv heads", f.path(), h.key("attention.head_count"),
+         a.n_head, h.key("attention.head_count_kv"), a.n_kv_head);
+  if (h.has("attention.key_length")) {
+    a.head_dim = h.size("attention.key_length");
+  } else {
+    const int64_t embd = h.size("embedding_length");
+    if (embd % a.n_head != 0)
+      fail("{}: {} = {} is not divisible by {} heads and no {} is given", f.path(), h.key("embedding_length"), embd,
+           a.n_head, h.key("attention.key_length"));
+    a.head_dim = embd / a.n_head;
+  }
+  if (h.has("attention.value_length") && h.size("attention.value_length") != a.head_dim)
+    fail("{}: {} = {} differs from the key length {}; caches with other value sizes are not supported", f.path(),
+         h.key("attention.value_length"), h.size("attention.value_length"), a.head_dim);
+  return a;
+}
 
 ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
+  const AttentionLayout a = read_attention_layout(f);
   ModelConfig c;
-  const std::string arch = f.get_string("general.architecture");
-  c.arch = &architecture_for(arch);
-  auto key = [&](const char* k) { return arch + "." + k; };
-  auto positive = [&](const std::string& k, uint64_t v) -> int64_t {
-    if (v == 0 || v > (1ull << 31)) fail("{}: metadata '{}' = {} is out of range", f.path(), k, v);
-    return static_cast<int64_t>(v);
-  };
-  c.n_layer = positive(key("block_count"), f.get_u64(key("block_count")));
-  c.n_ctx_train = positive(key("context_length"), f.get_u64(key("context_length")));
-  c.n_embd = positive(key("embedding_length"), f.get_u64(key("embedding_length")));
-  c.n_ff = positive(key("feed_forward_length"), f.get_u64(key("feed_forward_length")));
-  c.n_head = positive(key("attention.head_count"), f.get_u64(key("attention.head_count")));
-  c.n_head_kv = positive(key("attention.head_count_kv"), f.get_u64(key("attention.head_count_kv"), c.n_head));
-  if (c.n_head % c.n_head_kv != 0)
-    fail("{}: {} = {} query heads are not divisible into {} = {} kv heads", f.path(), key("attention.head_count"),
-         c.n_head, key("attention.head_count_kv"), c.n_head_kv);
-  c.head_dim = positive(key("attention.key_length"), f.get_u64(key("attention.key_length"), c.n_embd / c.n_head));
-  c.rope_dims = positive(key("rope.dimension_count"), f.get_u64(key("rope.dimension_count"), c.head_dim));
+  c.arch = &architecture_for(a.arch);
+  const HParams h(f, a.arch);
+  c.n_layer = a.n_layer;
+  c.n_head = a.n_head;
+  c.n_kv_head = a.n_kv_head;
+  c.head_dim = a.head_dim;
+  c.n_ctx_train = h.size("context_length");
+  c.n_embd = h.size("embedding_length");
+  c.n_ff = h.size("feed_forward_length");
+  c.rope_dims = h.size("rope.dimension_count", c.head_dim);
+  if (c.head_dim % 2 != 0) fail("{}: head_dim {} must be even (RoPE rotates pairs)", f.path(), c.head_dim);
   if (c.rope_dims % 2 != 0 || c.rope_dims > c.head_dim)
-    fail("{}: rope.dimension_count {} must be even and at most head_dim {}", f.path(), c.rope_dims, c.head_dim);
-  c.rope_base = static_cast<float>(f.get_f64(key("rope.freq_base"), 10000.0));
-  c.rms_eps = static_cast<float>(f.get_f64(key("attention.layer_norm_rms_epsilon"), 1e-5));
+    fail("{}: {} = {} must be even and at most head_dim {}", f.path(), h.key("rope.dimension_count"), c.rope_dims,
+         c.head_dim);
+  c.rope_base = static_cast<float>(f.get_f64(h.key("rope.freq_base"), 10000.0));
+  c.rms_eps = static_cast<float>(f.get_f64(h.key("attention.layer_norm_rms_epsilon"), 1e-5));
   if (!(c.rope_base > 0) || !(c.rms_eps > 0)) fail("{}: rope.freq_base and rms epsilon must be positive", f.path());
-  uint64_t vocab = f.get_u64(key("vocab_size"), 0);
+  uint64_t vocab = f.get_u64(h.key("vocab_size"), 0);
   if (vocab == 0 && f.has("tokenizer.ggml.tokens")) vocab = f.get_array("tokenizer.ggml.tokens").size();
   if (vocab == 0) {
-    if (const auto* t = f.find_tensor("token_embd.weight")) vocab = t->dim(1);
+    if (const auto* t = f.find_tensor("token_embd.weight"); t && t->dims.size() == 2) vocab = t->dim(1);
   }
-  c.n_vocab = positive(key("vocab_size"), vocab);
-  if (c.head_dim % 2 != 0) fail("{}: head_dim {} must be even", f.path(), c.head_dim);
+  c.n_vocab = h.check("vocab_size", vocab);
   return c;
 }
 

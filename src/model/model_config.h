@@ -1,13 +1,33 @@
 #pragma once
 // Hyper-parameters of a decoder, read from GGUF metadata with the documented
-// defaults. Invariants after from_gguf: all sizes positive, n_head % n_head_kv
-// == 0, rope_dims even and <= head_dim.
+// defaults. This is the one reader of them: the run path and the cache
+// planner (sizing/) both call it, so they cannot disagree on a shape.
+// Invariants after every reader: all sizes positive and at most 2^31,
+// n_head % n_kv_head == 0; after from_gguf also rope_dims even and <= head_dim.
 #include <cstdint>
 
 #include "io/gguf.h"
 #include "model/architecture.h"
 
 namespace tally {
+
+// Any real model is far below this; larger sizes are a typo or a corrupt
+// file, and refusing them keeps every later product inside 64 bits.
+inline constexpr int64_t kMaxModelDim = int64_t{1} << 31;
+
+// What a KV cache must hold for a model, read from <arch>.block_count,
+// .attention.head_count, .attention.head_count_kv (default: head_count) and
+// .attention.key_length (default: embedding_length / head_count, which must
+// divide exactly); .attention.value_length, when present, must equal the key
+// length. Needs no vocabulary or tensors.
+struct AttentionLayout {
+  std::string arch;  // general.architecture
+  int64_t n_layer = 0;
+  int64_t n_head = 0;
+  int64_t n_kv_head = 0;
+  int64_t head_dim = 0;
+};
+AttentionLayout read_attention_layout(const GgufFile& f);
 
 struct ModelConfig {
   const Architecture* arch = nullptr;
@@ -16,7 +36,7 @@ struct ModelConfig {
   int64_t n_embd = 0;
   int64_t n_layer = 0;
   int64_t n_head = 0;
-  int64_t n_head_kv = 0;
+  int64_t n_kv_head = 0;
   int64_t head_dim = 0;
   int64_t n_ff = 0;
   int64_t rope_dims = 0;
@@ -24,8 +44,8 @@ struct ModelConfig {
   float rms_eps = 1e-5f;
 
   int64_t q_dim() const { return n_head * head_dim; }
-  int64_t kv_dim() const { return n_head_kv * head_dim; }
-  int64_t group_size() const { return n_head / n_head_kv; }  // query heads per kv head
+  int64_t kv_dim() const { return n_kv_head * head_dim; }
+  int64_t group_size() const { return n_head / n_kv_head; }  // query heads per kv head
 
   static ModelConfig from_gguf(const GgufFile& f);
 };

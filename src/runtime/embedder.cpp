@@ -2,7 +2,7 @@
 
 #include "core/error.h"
 #include "model/forward.h"
-#include "runtime/thread_pool.h"
+#include "core/thread_pool.h"
 
 namespace tally {
 

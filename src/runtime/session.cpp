@@ -23,7 +23,7 @@ KvCacheOptions cache_options(const Model& m, const SessionOptions& o) {
 }
 KvShape kv_shape(const Model& m) {
   const auto& c = m.config();
-  return {c.n_layer, c.n_head_kv, c.head_dim};
+  return {c.n_layer, c.n_kv_head, c.head_dim};
 }
 int threads_for(int requested) {
   if (requested < 0) fail("thread count must be positive, got {}", requested);

@@ -12,7 +12,7 @@
 #include "kv/kv_cache.h"
 #include "model/forward.h"
 #include "model/model.h"
-#include "runtime/thread_pool.h"
+#include "core/thread_pool.h"
 
 namespace tally {
 

@@ -14,11 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "core/byte_size.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "kv/block_allocator.h"
 #include "kv/kv_cache.h"
-#include "kv/kv_plan.h"
+#include "kv/kv_shape.h"
 #include "kv/kv_storage.h"
 
 namespace tally {

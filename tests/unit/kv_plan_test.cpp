@@ -13,10 +13,13 @@
 #include <variant>
 #include <vector>
 
+#include "core/byte_size.h"
 #include "core/error.h"
 #include "io/gguf.h"
-#include "kv/kv_plan.h"
-#include "kv/model_shape.h"
+#include "model/model_config.h"
+#include "sizing/kv_plan.h"
+#include "sizing/hf_config.h"
+#include "sizing/model_shape.h"
 #include "test_model_path.h"
 
 namespace tally {
@@ -230,7 +233,47 @@ TEST(KvPlanGguf, ShapeWithoutTensorsOrVocabulary) {
                                       {"llama.attention.head_count", 4u},
                                       {"llama.attention.key_length", 192u},
                                       {"llama.attention.value_length", 128u}});
-  expect_error([&] { shape_from_gguf(open_image(mla, "mla.gguf")); }, {"mla.gguf", "value_length 128", "192"});
+  expect_error([&] { shape_from_gguf(open_image(mla, "mla.gguf")); }, {"mla.gguf", "value_length = 128", "192"});
+}
+
+// kv-plan and the run path read the attention layout with one reader: on
+// every file both give the same head_dim, or both refuse with the same reason.
+TEST(KvPlanGguf, PlannerAndModelConfigAgree) {
+  using Meta = std::vector<std::pair<std::string, MetaValue>>;
+  const Meta full = {{"general.architecture", std::string("llama")}, {"llama.block_count", 2u},
+                     {"llama.context_length", 128u},   {"llama.feed_forward_length", 96u},
+                     {"llama.vocab_size", 50u},        {"llama.attention.head_count", 4u}};
+  auto with = [&](Meta extra) {
+    Meta m = full;
+    m.insert(m.end(), extra.begin(), extra.end());
+    return gguf_image(m);
+  };
+  const std::string cases[] = {
+      with({{"llama.embedding_length", 64u}}),                                     // head_dim = 64 / 4
+      with({{"llama.embedding_length", 64u}, {"llama.attention.key_length", 32u}}),  // key_length wins
+      with({{"llama.embedding_length", 66u}}),  // 66 / 4 does not divide: both refuse, neither rounds down
+      with({{"llama.embedding_length", 64u}, {"llama.attention.value_length", 8u}}),  // value != key: both refuse
+  };
+  for (const std::string& image : cases) {
+    std::string plan_error, run_error;
+    int64_t plan_dim = 0, run_dim = 0;
+    try {
+      plan_dim = shape_from_gguf(open_image(image, "m.gguf")).head_dim;
+    } catch (const Error& e) {
+      plan_error = e.what();
+    }
+    try {
+      run_dim = ModelConfig::from_gguf(open_image(image, "m.gguf")).head_dim;
+    } catch (const Error& e) {
+      run_error = e.what();
+    }
+    EXPECT_EQ(plan_dim, run_dim);
+    EXPECT_EQ(plan_error, run_error);
+  }
+  EXPECT_EQ(shape_from_gguf(open_image(cases[0], "m.gguf")).head_dim, 16);
+  EXPECT_EQ(shape_from_gguf(open_image(cases[1], "m.gguf")).head_dim, 32);
+  expect_error([&] { ModelConfig::from_gguf(open_image(cases[2], "m.gguf")); }, {"m.gguf", "66", "not divisible"});
+  expect_error([&] { ModelConfig::from_gguf(open_image(cases[3], "m.gguf")); }, {"m.gguf", "value_length = 8"});
 }
 
 TEST(KvPlanArithmetic, BlockFormatsCountTheirScales) {

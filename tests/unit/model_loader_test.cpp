@@ -37,7 +37,7 @@ TEST(LoaderErrors, TinySpecLoads) {
   EXPECT_EQ(c.n_embd, 64);
   EXPECT_EQ(c.n_layer, 2);
   EXPECT_EQ(c.n_head, 4);
-  EXPECT_EQ(c.n_head_kv, 2);
+  EXPECT_EQ(c.n_kv_head, 2);
   EXPECT_EQ(c.head_dim, 16);
   EXPECT_EQ(c.n_ff, 96);
   EXPECT_EQ(c.rope_dims, 16);
@@ -97,7 +97,7 @@ TEST(LoaderErrors, UnsupportedArchitecture) {
 
 TEST(LoaderErrors, HeadsNotDivisibleIntoKvHeads) {
   TinySpec s;
-  s.n_head_kv = 3;
+  s.n_kv_head = 3;
   const auto msg = load_error(s);
   EXPECT_HAS(msg, "4 query heads");
   EXPECT_HAS(msg, "3 kv heads");

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "runtime/thread_pool.h"
+#include "core/thread_pool.h"
 
 namespace tally {
 namespace {

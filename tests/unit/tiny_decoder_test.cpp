@@ -102,7 +102,7 @@ std::vector<std::vector<double>> reference_logits(const TinySpec& s, const std::
   const bool causal = o.causal;
   auto in = [&o](const std::vector<double>& x) { return o.q8_inputs ? q8_round(x) : x; };
   const RefWeights W = ref_weights(s);
-  const size_t n = tokens.size(), E = s.n_embd, hd = s.head_dim, H = s.n_head, Hkv = s.n_head_kv;
+  const size_t n = tokens.size(), E = s.n_embd, hd = s.head_dim, H = s.n_head, Hkv = s.n_kv_head;
   const size_t Q = H * hd, KV = Hkv * hd, F = s.n_ff, V = s.n_vocab;
   const size_t n_rep = H / Hkv;
   const double eps = s.rms_eps;
@@ -300,16 +300,16 @@ TEST(TinyDecoder, MatchesNaiveReferenceTiedOutput) {
 
 TEST(TinyDecoder, MhaGqaMqaMatchNaiveReference) {
   for (int64_t kv : {4, 2, 1}) {
-    SCOPED_TRACE("n_head_kv " + std::to_string(kv));
+    SCOPED_TRACE("n_kv_head " + std::to_string(kv));
     TinySpec s;
-    s.n_head_kv = kv;
+    s.n_kv_head = kv;
     s.seed = 10 + kv;
     compare_with_reference(s, 20, true, DType::F32, "_kv" + std::to_string(kv));
   }
   // Eight query heads of 8 dims over two kv heads: groups of four.
   TinySpec s;
   s.n_head = 8;
-  s.n_head_kv = 2;
+  s.n_kv_head = 2;
   s.head_dim = 8;
   s.seed = 21;
   SCOPED_TRACE("8 heads, 2 kv heads");

@@ -32,7 +32,7 @@ struct TinySpec {
   int64_t n_embd = 64;
   int64_t n_layer = 2;
   int64_t n_head = 4;
-  int64_t n_head_kv = 2;  // GQA by default
+  int64_t n_kv_head = 2;  // GQA by default
   int64_t head_dim = 16;
   int64_t n_ff = 96;
   float rope_base = 10000.0f;
@@ -129,7 +129,7 @@ inline std::vector<double> dequantize_tiny(const TinyTensor& t) {
 inline std::vector<std::pair<std::string, TinyTensor>> tiny_tensors(const TinySpec& s) {
   tiny_detail::Rng rng(s.seed);
   std::vector<std::pair<std::string, TinyTensor>> out;
-  const uint64_t E = s.n_embd, Q = s.n_head * s.head_dim, KV = s.n_head_kv * s.head_dim, F = s.n_ff,
+  const uint64_t E = s.n_embd, Q = s.n_head * s.head_dim, KV = s.n_kv_head * s.head_dim, F = s.n_ff,
                  V = s.n_vocab;
   auto add = [&](const std::string& name, std::vector<uint64_t> dims, bool is_norm) {
     if (auto it = s.dims_of.find(name); it != s.dims_of.end()) dims = it->second;
@@ -190,7 +190,7 @@ inline std::vector<uint8_t> build_tiny_gguf(const TinySpec& s) {
   kv(s.key("block_count"), u32(s.n_layer));
   kv(s.key("feed_forward_length"), u32(s.n_ff));
   kv(s.key("attention.head_count"), u32(s.n_head));
-  kv(s.key("attention.head_count_kv"), u32(s.n_head_kv));
+  kv(s.key("attention.head_count_kv"), u32(s.n_kv_head));
   kv(s.key("attention.key_length"), u32(s.head_dim));
   kv(s.key("attention.value_length"), u32(s.head_dim));
   kv(s.key("rope.dimension_count"), u32(s.head_dim));

@@ -23,7 +23,7 @@
 #include "kernels/matmul.h"
 #include "kernels/vec_dot.h"
 #include "test_util.h"
-#include "runtime/thread_pool.h"
+#include "core/thread_pool.h"
 
 namespace tally {
 namespace {

@@ -8,11 +8,12 @@
 #include "bench/benchmark.h"
 #include "bench/machine_probe.h"
 #include "commands.h"
+#include "core/byte_size.h"
 #include "core/error.h"
 #include "kernels/cpu_features.h"
-#include "kv/kv_plan.h"
+#include "kv/kv_shape.h"
 #include "model_options.h"
-#include "runtime/thread_pool.h"
+#include "core/thread_pool.h"
 
 namespace tally::cli {
 

@@ -9,9 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "core/byte_size.h"
 #include "core/error.h"
-#include "kv/kv_plan.h"
-#include "kv/model_shape.h"
+#include "sizing/kv_plan.h"
+#include "sizing/hf_config.h"
+#include "sizing/model_shape.h"
 
 namespace tally::cli {
 namespace {

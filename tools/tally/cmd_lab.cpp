@@ -5,8 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "core/byte_size.h"
 #include "core/error.h"
-#include "kv/kv_plan.h"
+#include "kv/kv_shape.h"
 #include "lab/cache_speedup.h"
 #include "lab/causal_experiment.h"
 #include "lab/continuity.h"

@@ -1,21 +1,16 @@
-#include "kv/model_shape.h"
+#include "sizing/hf_config.h"
 
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/checked_math.h"
 #include "core/error.h"
-#include "io/gguf.h"
+#include "model/model_config.h"
 
 namespace tally {
 namespace {
-
-// Any real model is far below this; larger values are a typo or a corrupt
-// file, and refusing them keeps every later product inside 64 bits.
-constexpr int64_t kMaxDim = int64_t{1} << 31;
 
 uint64_t mul(uint64_t a, uint64_t b) {
   auto r = checked_mul(a, b);
@@ -27,12 +22,6 @@ uint64_t add(uint64_t a, uint64_t b) {
   auto r = checked_add(a, b);
   if (!r) fail("parameter count overflows 64 bits");
   return *r;
-}
-
-void check_divisible(const std::string& where, int64_t heads, int64_t kv_heads) {
-  if (heads % kv_heads != 0)
-    fail("{}: {} query heads are not divisible into {} kv heads (each kv head serves a whole group of query heads)",
-         where, heads, kv_heads);
 }
 
 using nlohmann::json;
@@ -58,7 +47,7 @@ class ConfigSection {
     if (v == nullptr) return std::nullopt;
     if (!v->is_number_integer())
       fail("{}: '{}{}' must be a whole number, not {}", source_, prefix_, key, v->dump());
-    if (v->is_number_unsigned() ? v->get<uint64_t>() > static_cast<uint64_t>(kMaxDim) : v->get<int64_t>() > kMaxDim)
+    if (v->is_number_unsigned() ? v->get<uint64_t>() > static_cast<uint64_t>(kMaxModelDim) : v->get<int64_t>() > kMaxModelDim)
       fail("{}: '{}{}' = {} is too large", source_, prefix_, key, v->dump());
     const int64_t x = v->get<int64_t>();
     if (x <= 0) fail("{}: '{}{}' is {}; it must be positive", source_, prefix_, key, x);
@@ -119,7 +108,7 @@ class ConfigSection {
 
 uint64_t dense_decoder_parameters(const DenseDecoderDims& d) {
   for (int64_t v : {d.n_vocab, d.n_embd, d.n_ff, d.n_layer, d.n_head, d.n_kv_head, d.head_dim})
-    if (v <= 0 || v > kMaxDim)
+    if (v <= 0 || v > kMaxModelDim)
       fail("decoder sizes must be positive (vocab {}, hidden {}, ffn {}, layers {}, heads {}, kv heads {}, head_dim {})",
            d.n_vocab, d.n_embd, d.n_ff, d.n_layer, d.n_head, d.n_kv_head, d.head_dim);
   const uint64_t e = d.n_embd, q = mul(d.n_head, d.head_dim), kv = mul(d.n_kv_head, d.head_dim);
@@ -144,67 +133,6 @@ uint64_t hf_dtype_bytes(std::string_view name) {
   if (name == "float64" || name == "double") return 8;
   if (name == "int8" || name == "uint8" || name == "float8_e4m3fn" || name == "float8_e5m2") return 1;
   return 0;
-}
-
-ModelShape shape_from_flags(int64_t layers, int64_t heads, int64_t kv_heads, int64_t head_dim) {
-  const std::pair<const char*, int64_t> flags[] = {
-      {"--layers", layers}, {"--heads", heads}, {"--kv-heads", kv_heads}, {"--head-dim", head_dim}};
-  for (const auto& [flag, v] : flags) {
-    if (v <= 0) fail("{} must be positive (got {})", flag, v);
-    if (v > kMaxDim) fail("{} {} is too large", flag, v);
-  }
-  if (heads % kv_heads != 0)
-    fail("--heads {} is not divisible by --kv-heads {} (each kv head serves a whole group of query heads)", heads,
-         kv_heads);
-  ModelShape s;
-  s.source = "flags";
-  s.n_layer = layers;
-  s.n_head = heads;
-  s.n_kv_head = kv_heads;
-  s.head_dim = head_dim;
-  return s;
-}
-
-ModelShape shape_from_gguf(const std::string& path) {
-  GgufFile f(path);
-  return shape_from_gguf(f);
-}
-
-ModelShape shape_from_gguf(const GgufFile& f) {
-  const std::string& path = f.path();
-  ModelShape s;
-  s.source = path;
-  s.kind = f.get_string("general.architecture");
-  auto key = [&](const char* k) { return s.kind + "." + k; };
-  auto positive = [&](const std::string& k, uint64_t v) -> int64_t {
-    if (v == 0 || v > static_cast<uint64_t>(kMaxDim))
-      fail("{}: metadata '{}' = {} is out of range (must be positive)", path, k, v);
-    return static_cast<int64_t>(v);
-  };
-  s.n_layer = positive(key("block_count"), f.get_u64(key("block_count")));
-  s.n_head = positive(key("attention.head_count"), f.get_u64(key("attention.head_count")));
-  s.n_kv_head = positive(key("attention.head_count_kv"), f.get_u64(key("attention.head_count_kv"), s.n_head));
-  check_divisible(path, s.n_head, s.n_kv_head);
-  if (f.has(key("attention.key_length"))) {
-    s.head_dim = positive(key("attention.key_length"), f.get_u64(key("attention.key_length")));
-  } else {
-    const int64_t embd = positive(key("embedding_length"), f.get_u64(key("embedding_length")));
-    if (embd % s.n_head != 0)
-      fail("{}: embedding_length {} is not divisible by {} heads and no attention.key_length is given", path, embd,
-           s.n_head);
-    s.head_dim = embd / s.n_head;
-  }
-  if (f.has(key("attention.value_length")) &&
-      f.get_u64(key("attention.value_length")) != static_cast<uint64_t>(s.head_dim))
-    fail("{}: attention.value_length {} differs from key_length {}; such caches are not sized here", path,
-         f.get_u64(key("attention.value_length")), s.head_dim);
-  if (!f.tensors().empty()) {
-    uint64_t elements = 0;
-    for (const auto& t : f.tensors()) elements = add(elements, t.n_elements);
-    s.parameters = elements;
-    s.weights_bytes = f.total_tensor_bytes();
-  }
-  return s;
 }
 
 ModelShape shape_from_hf_config_text(const std::string& text, const std::string& source, bool want_weights) {
@@ -275,22 +203,6 @@ ModelShape shape_from_hf_config(const std::string& path, bool want_weights) {
   ss << in.rdbuf();
   if (in.bad()) fail("{}: read error", path);
   return shape_from_hf_config_text(ss.str(), path, want_weights);
-}
-
-ModelShape read_model_shape(const ShapeSource& src) {
-  const bool any_flag = src.layers || src.heads || src.kv_heads || src.head_dim;
-  if (!src.gguf.empty() && !src.config.empty()) fail("give either -m GGUF or --config config.json, not both");
-  if (any_flag && (!src.gguf.empty() || !src.config.empty()))
-    fail("give the shape either from a file (-m or --config) or with --layers/--heads/--kv-heads/--head-dim, not both");
-  if (!src.gguf.empty()) return shape_from_gguf(src.gguf);
-  if (!src.config.empty()) return shape_from_hf_config(src.config, src.want_weights);
-  if (!any_flag)
-    fail("no model shape given: use -m GGUF, --config config.json, or --layers L --heads H --kv-heads KV --head-dim D");
-  const std::pair<const char*, std::optional<int64_t>> flags[] = {
-      {"--layers", src.layers}, {"--heads", src.heads}, {"--kv-heads", src.kv_heads}, {"--head-dim", src.head_dim}};
-  for (const auto& [flag, v] : flags)
-    if (!v) fail("an explicit shape needs --layers, --heads, --kv-heads and --head-dim; {} is missing", flag);
-  return shape_from_flags(*src.layers, *src.heads, *src.kv_heads, *src.head_dim);
 }
 
 }  // namespace tally

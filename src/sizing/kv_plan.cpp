@@ -1,9 +1,6 @@
-#include "kv/kv_plan.h"
+#include "sizing/kv_plan.h"
 
-#include <fmt/format.h>
-
-#include <charconv>
-
+#include "core/byte_size.h"
 #include "core/checked_math.h"
 #include "core/error.h"
 
@@ -16,50 +13,7 @@ uint64_t mul_or_fail(uint64_t a, uint64_t b, std::string_view what) {
   return *r;
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-// Whole decimal number, or nullopt (empty, sign, other characters, overflow).
-std::optional<uint64_t> parse_whole(std::string_view s) {
-  if (s.empty()) return std::nullopt;
-  uint64_t v = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
-  return v;
-}
-
 }  // namespace
-
-double kv_bytes_per_value(DType type) {
-  const auto& t = traits(type);
-  return static_cast<double>(t.type_size) / t.block_size;
-}
-
-uint64_t kv_bytes_per_token(const KvShape& s, DType type) {
-  if (s.n_layer <= 0 || s.n_kv_head <= 0 || s.head_dim <= 0)
-    fail("cache shape must be positive (layers {}, kv heads {}, head_dim {})", s.n_layer, s.n_kv_head, s.head_dim);
-  const auto& t = traits(type);
-  const uint64_t blocks_per_vec = (static_cast<uint64_t>(s.head_dim) + t.block_size - 1) / t.block_size;
-  uint64_t b = mul_or_fail(2ull * static_cast<uint64_t>(s.n_layer), static_cast<uint64_t>(s.n_kv_head),
-                           "cache bytes per token");
-  b = mul_or_fail(b, blocks_per_vec, "cache bytes per token");
-  return mul_or_fail(b, t.type_size, "cache bytes per token");
-}
-
-std::string format_bytes(uint64_t bytes) {
-  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 6) {
-    v /= 1024;
-    ++u;
-  }
-  if (u == 0) return fmt::format("{} B", bytes);
-  return fmt::format("{} B ({:.2f} {})", bytes, v, units[u]);
-}
 
 DType kv_plan_dtype(std::string_view name) {
   const auto t = dtype_from_name(name);
@@ -84,27 +38,6 @@ std::vector<uint64_t> parse_token_list(std::string_view list) {
     start = comma + 1;
   }
   return out;
-}
-
-uint64_t parse_byte_count(std::string_view text, std::string_view what) {
-  const std::string_view t = trim(text);
-  size_t digits = 0;
-  while (digits < t.size() && t[digits] >= '0' && t[digits] <= '9') ++digits;
-  const std::string_view unit = trim(t.substr(digits));
-  uint64_t scale = 0;
-  if (unit.empty() || unit == "B") scale = 1;
-  else if (unit == "KiB") scale = 1ull << 10;
-  else if (unit == "MiB") scale = 1ull << 20;
-  else if (unit == "GiB") scale = 1ull << 30;
-  else if (unit == "TiB") scale = 1ull << 40;
-  const auto v = parse_whole(t.substr(0, digits));
-  if (!v || scale == 0)
-    fail("{} '{}' is not a byte count; give a whole number of bytes, optionally with KiB, MiB, GiB or TiB", what,
-         text);
-  if (*v == 0) fail("{} is zero bytes", what);
-  const auto bytes = checked_mul(*v, scale);
-  if (!bytes) fail("{} '{}' overflows 64 bits", what, text);
-  return *bytes;
 }
 
 uint64_t kv_cache_bytes(uint64_t bytes_per_token, uint64_t tokens, uint64_t batch) {

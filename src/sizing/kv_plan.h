@@ -1,6 +1,7 @@
 #pragma once
-// Cache sizing arithmetic, exact to the byte: 2 (K and V) x layers x kv_heads
-// x head_dim x bytes per number, for any model shape and cache number format.
+// Planning a KV cache: its bytes per context for a model's head layout and
+// the MHA/MQA variants of the same shape, the context at which the cache
+// outweighs the weights, and the longest context a memory budget holds.
 // Every product is overflow-checked; impossible requests throw tally::Error.
 #include <cstdint>
 #include <optional>
@@ -9,31 +10,15 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "kv/kv_shape.h"
 
 namespace tally {
-
-struct KvShape {
-  int64_t n_layer = 0;
-  int64_t n_kv_head = 0;
-  int64_t head_dim = 0;
-};
-
-// Bytes per cached number in `type` (block formats count their scales: Q8_0 = 34/32).
-double kv_bytes_per_value(DType type);
-// Bytes of K and V for one token over all layers. Exact for F32/F16/BF16; block
-// formats round up to whole blocks per head vector.
-uint64_t kv_bytes_per_token(const KvShape& s, DType type);
-// "147456 B (144.00 KiB)"
-std::string format_bytes(uint64_t bytes);
 
 // The number formats a cache plan accepts: f32, f16, bf16, q8_0, q4_0
 // (case-insensitive). Throws naming `name` and the accepted list otherwise.
 DType kv_plan_dtype(std::string_view name);
 // "512,4096,32768" -> {512, 4096, 32768}; every entry a positive whole number.
 std::vector<uint64_t> parse_token_list(std::string_view list);
-// "25769803776", "24GiB", "512MiB" -> bytes (binary units KiB/MiB/GiB/TiB).
-// `what` names the flag in errors. Zero is refused.
-uint64_t parse_byte_count(std::string_view text, std::string_view what);
 
 // Bytes of the cache holding `tokens` positions for each of `batch` sequences.
 uint64_t kv_cache_bytes(uint64_t bytes_per_token, uint64_t tokens, uint64_t batch);
