@@ -31,7 +31,13 @@ uint64_t measure_scores(const Model& model, int32_t first, int64_t n, bool use_c
   o.n_ctx = n;
   o.n_threads = n_threads;
   Session s(model, o);
-  s.forward().set_attention_mode(use_cache ? AttentionMode::Causal : AttentionMode::DenseMasked);
+  // Counts the scores the attention computes; without the cache it scores the whole chunk, then masks.
+  struct Count : ForwardHooks {
+    uint64_t scores = 0;
+    void computed(int64_t, uint64_t n) override { scores += n; }
+  } count;
+  count.attention = use_cache ? AttentionMode::Causal : AttentionMode::DenseMasked;
+  s.set_hooks(&count);
   std::vector<int32_t> seq{first};
   for (int64_t k = 1; k <= n; ++k) {  // step k writes token k: the sequence holds k tokens afterwards
     std::span<const float> logits;
@@ -43,7 +49,7 @@ uint64_t measure_scores(const Model& model, int32_t first, int64_t n, bool use_c
     }
     if (k < n) seq.push_back(argmax(logits));
   }
-  return s.forward().stats().attention_scores / static_cast<uint64_t>(c.n_head * c.n_layer);
+  return count.scores / static_cast<uint64_t>(c.n_head * c.n_layer);
 }
 
 }  // namespace tally

@@ -39,14 +39,14 @@ Forward::Forward(const Model& model, ThreadPool& pool, int64_t max_batch, int64_
 
 void Forward::quantize_rows(const float* x, int64_t n, int64_t dim) {
   for (int64_t t = 0; t < n; ++t) quantize_row_q8(x + t * dim, xq_.data() + t * (dim / 32), dim);
-  if ((dim / 32) % 2 == 0) xpack_.build(xq_.data(), n, dim / 32);
+  xpack_.build(xq_.data(), n, dim / 32);
 }
 
-void Forward::attention(const KvLayerView& kv, int64_t n, int64_t start) {
+uint64_t Forward::attention(const KvLayerView& kv, int64_t n, int64_t start) {
   const auto& c = model_.config();
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   const int64_t group = c.group_size(), hd = c.head_dim, n_kv = c.n_kv_head;
-  const AttentionMode mode = mode_;
+  const AttentionMode mode = hooks_ ? hooks_->attention : AttentionMode::Causal;
   // The query at position start+t may see keys [0, start+t]; the lab modes score the whole chunk.
   auto keys = [&](int64_t t) { return mode == AttentionMode::Causal ? start + t + 1 : start + n; };
   auto visible = [&](int64_t t) { return mode == AttentionMode::DenseMasked ? start + t + 1 : keys(t); };
@@ -85,7 +85,9 @@ void Forward::attention(const KvLayerView& kv, int64_t n, int64_t start) {
       }
     });
   }
-  for (int64_t t = 0; t < n; ++t) stats_.attention_scores += static_cast<uint64_t>(c.n_head) * keys(t);
+  uint64_t scores = 0;
+  for (int64_t t = 0; t < n; ++t) scores += static_cast<uint64_t>(c.n_head) * keys(t);
+  return scores;
 }
 
 KvLayerView Forward::chunk_view(int64_t n) const {
@@ -104,13 +106,6 @@ KvLayerView Forward::chunk_view(int64_t n) const {
   v.pos_stride = c.kv_dim();
   v.type = DType::F32;
   return v;
-}
-
-void Forward::set_capture_layer(int64_t layer) {
-  const auto& c = model_.config();
-  if (layer < -1 || layer > c.n_layer) fail("layer {} is out of range (0 to {})", layer, c.n_layer);
-  capture_layer_ = layer;
-  capture_.assign(layer >= 0 ? static_cast<size_t>(max_batch_ * c.n_embd) : 0, 0.0f);
 }
 
 void Forward::check_tokens(std::span<const int32_t> tokens, LogitsMode mode) const {
@@ -145,7 +140,8 @@ void Forward::run(std::span<const int32_t> tokens, int64_t start, LogitsMode mod
     model_.embed(tokens[t], x_.data() + t * E);
     rope_angles(start + t, c.rope_dims, c.rope_base, rope_cos_.data() + t * half, rope_sin_.data() + t * half);
   }
-  if (capture_layer_ == 0) std::copy(x_.begin(), x_.begin() + n * E, capture_.begin());
+  if (hooks_) hooks_->residual(0, x_.data(), n);
+  uint64_t scores = 0;
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = model_.layer(l);
@@ -153,7 +149,7 @@ void Forward::run(std::span<const int32_t> tokens, int64_t start, LogitsMode mod
     for (int64_t t = 0; t < n; ++t) rms_norm(x_.data() + t * E, L.attn_norm.data(), xn_.data() + t * E, E, c.rms_eps);
     quantize_rows(xn_.data(), n, E);
     const MatmulOut qkv[] = {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
-    matmul_many(qkv, xq_.data(), n, pool_, &xpack_);
+    matmul_many(qkv, xpack_, pool_);
     for (int64_t t = 0; t < n; ++t) {
       const float* cs = rope_cos_.data() + t * half;
       const float* sn = rope_sin_.data() + t * half;
@@ -161,29 +157,29 @@ void Forward::run(std::span<const int32_t> tokens, int64_t start, LogitsMode mod
       rope_apply(k_.data() + t * KV, c.n_kv_head, c.head_dim, c.rope_dims, cs, sn, c.arch->rope_pairing);
       if (kv) kv->store(l, seq, start + t, k_.data() + t * KV, v_.data() + t * KV);
     }
-    attention(kv ? kv->view(l, seq) : chunk_view(n), n, start);
+    scores += attention(kv ? kv->view(l, seq) : chunk_view(n), n, start);
     quantize_rows(attn_.data(), n, Q);
-    matmul(L.wo, xq_.data(), n, proj_.data(), pool_, &xpack_);
+    matmul(L.wo, xpack_, proj_.data(), pool_);
     add_inplace(x_.data(), proj_.data(), n * E);
 
     // MLP sub-block.
     for (int64_t t = 0; t < n; ++t) rms_norm(x_.data() + t * E, L.ffn_norm.data(), xn_.data() + t * E, E, c.rms_eps);
     quantize_rows(xn_.data(), n, E);
     const MatmulOut gate_up[] = {{&L.ffn_gate, gate_.data()}, {&L.ffn_up, up_.data()}};
-    matmul_many(gate_up, xq_.data(), n, pool_, &xpack_);
+    matmul_many(gate_up, xpack_, pool_);
     silu_mul(gate_.data(), up_.data(), gate_.data(), n * F);
     quantize_rows(gate_.data(), n, F);
-    matmul(L.ffn_down, xq_.data(), n, proj_.data(), pool_, &xpack_);
+    matmul(L.ffn_down, xpack_, proj_.data(), pool_);
     add_inplace(x_.data(), proj_.data(), n * E);
-    if (capture_layer_ == l + 1) std::copy(x_.begin(), x_.begin() + n * E, capture_.begin());
+    if (hooks_) hooks_->residual(l + 1, x_.data(), n);
   }
 
   for (int64_t t = 0; t < n; ++t) rms_norm(x_.data() + t * E, model_.output_norm().data(), xn_.data() + t * E, E, c.rms_eps);
-  stats_.tokens += n;
+  if (hooks_) hooks_->computed(n, scores);
   if (mode == LogitsMode::None) return;
   const int64_t first = mode == LogitsMode::All ? 0 : n - 1;
   quantize_rows(xn_.data() + first * E, n - first, E);
-  matmul(model_.output(), xq_.data(), n - first, logits_.data(), pool_, &xpack_);
+  matmul(model_.output(), xpack_, logits_.data(), pool_);
 }
 
 }  // namespace tally

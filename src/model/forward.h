@@ -4,31 +4,22 @@
 // RoPE at the true position, RMSNorm, SwiGLU MLP), final norm, logits.
 // Each block writes the chunk's K/V into the cache, then every query attends
 // to the cached keys it may see. All buffers are allocated in the constructor;
-// eval() allocates nothing. One thread drives a Forward (the pool does the rest).
+// eval() allocates nothing. One thread drives a Forward (the pool does the
+// rest). What the lab observes goes through ForwardHooks (forward_hooks.h).
 #include <cstdint>
 #include <span>
 #include <vector>
 
 #include "kernels/activation_pack.h"
+#include "core/thread_pool.h"
 #include "kernels/activation_q8.h"
 #include "kv/kv_cache.h"
+#include "model/forward_hooks.h"
 #include "model/model.h"
-#include "core/thread_pool.h"
 
 namespace tally {
 
 enum class LogitsMode { None, Last, All };
-
-// How queries see keys. Causal is the model; the other two exist for the lab:
-// DenseMasked computes every score of the chunk and masks afterwards (the
-// textbook count), Unmasked lets queries see later keys (an encoder: wrong for
-// a decoder, and it breaks what the cache relies on).
-enum class AttentionMode { Causal, DenseMasked, Unmasked };
-
-struct ForwardStats {
-  uint64_t tokens = 0;            // positions computed
-  uint64_t attention_scores = 0;  // (query, key) scores computed, summed over heads and layers
-};
 
 class Forward {
  public:
@@ -49,18 +40,13 @@ class Forward {
   int64_t max_batch() const { return max_batch_; }
   const Model& model() const { return model_; }
 
-  void set_attention_mode(AttentionMode m) { mode_ = m; }
-  void set_causal(bool causal) { mode_ = causal ? AttentionMode::Causal : AttentionMode::Unmasked; }
-  // Keep a copy of the residual stream after block `layer` (0: the embeddings,
-  // n_layer: the last block, before the final norm); -1 turns capture off.
-  void set_capture_layer(int64_t layer);
-  const float* captured() const { return capture_.data(); }  // (n, n_embd)
-  const ForwardStats& stats() const { return stats_; }
-  void reset_stats() { stats_ = {}; }
+  // An observer for the lab (nullptr: none). Not owned; must outlive its use.
+  void set_hooks(ForwardHooks* hooks) { hooks_ = hooks; }
 
  private:
   void quantize_rows(const float* x, int64_t n, int64_t dim);
-  void attention(const KvLayerView& kv, int64_t n, int64_t start);
+  // Returns the (query, key) scores computed, summed over heads.
+  uint64_t attention(const KvLayerView& kv, int64_t n, int64_t start);
   void run(std::span<const int32_t> tokens, int64_t start, LogitsMode mode, KvCache* kv, KvCache::SeqId seq);
   KvLayerView chunk_view(int64_t n) const;
   void check_tokens(std::span<const int32_t> tokens, LogitsMode mode) const;
@@ -68,10 +54,7 @@ class Forward {
   const Model& model_;
   ThreadPool& pool_;
   int64_t max_batch_, n_ctx_;
-  AttentionMode mode_ = AttentionMode::Causal;
-  int64_t capture_layer_ = -1;
-  std::vector<float> capture_;  // (n, n_embd) when capturing
-  ForwardStats stats_;
+  ForwardHooks* hooks_ = nullptr;
 
   // Activations, row-major per token:
   std::vector<float> x_;       // (n, n_embd) residual stream

@@ -66,4 +66,12 @@ void Session::truncate(int64_t n) {
   tokens_.resize(n);
 }
 
+int64_t Session::reuse_prefix(std::span<const int32_t> tokens) {
+  size_t keep = 0;
+  while (keep < tokens_.size() && keep < tokens.size() && tokens_[keep] == tokens[keep]) ++keep;
+  if (keep > 0 && keep == tokens.size()) --keep;
+  truncate(static_cast<int64_t>(keep));
+  return static_cast<int64_t>(keep);
+}
+
 }  // namespace tally
