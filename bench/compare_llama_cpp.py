@@ -283,10 +283,11 @@ class Progress:
             return
         text = self.line(self.title, what, self.done, self.total, time.monotonic() - self.start)
         try:
-            width = os.get_terminal_size(self.stream.fileno()).columns - 1
+            columns = os.get_terminal_size(self.stream.fileno()).columns
         except OSError:
-            width = 79
-        self.stream.write("\r\033[K" + text[:max(10, width)])
+            columns = 0
+        width = (columns if columns > 0 else 80) - 1  # a terminal that reports no size: 80
+        self.stream.write("\r\033[K" + text[:width])
         self.stream.flush()
 
     def note(self, what):
