@@ -25,7 +25,8 @@ ScoreCounts score_formulas(int64_t n) {
   return c;
 }
 
-uint64_t measure_scores(const Model& model, int32_t first, int64_t n, bool use_cache, int n_threads) {
+uint64_t measure_scores(const Model& model, int32_t first, int64_t n, bool use_cache, int n_threads,
+                        const std::function<void(int64_t done, int64_t total)>& progress) {
   const auto& c = model.config();
   SessionOptions o;
   o.n_ctx = n;
@@ -48,6 +49,7 @@ uint64_t measure_scores(const Model& model, int32_t first, int64_t n, bool use_c
       logits = s.append(seq);
     }
     if (k < n) seq.push_back(argmax(logits));
+    if (progress) progress(use_cache ? k : k * (k + 1) / 2, use_cache ? n : n * (n + 1) / 2);
   }
   return count.scores / static_cast<uint64_t>(c.n_head * c.n_layer);
 }

@@ -7,6 +7,7 @@
 
 #include "bench/benchmark.h"
 #include "bench/machine_probe.h"
+#include "bench/progress.h"
 #include "commands.h"
 #include "core/byte_size.h"
 #include "core/error.h"
@@ -24,7 +25,7 @@ void add_bench(CLI::App& app) {
     std::vector<int64_t> depths{0};
     std::vector<int> threads;
     int reps = 3;
-    bool json = false, probe_only = false, no_probe = false;
+    bool json = false, probe_only = false, no_probe = false, no_warmup = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("bench", "Prefill (pp) and decode (tg) tokens/s at given depths and thread counts");
@@ -36,7 +37,9 @@ void add_bench(CLI::App& app) {
   cmd->add_option("-r", o->reps, "Repetitions per test")->capture_default_str();
   cmd->add_option("--cache-type", o->m.cache_type, "KV cache number format: f16 or f32")->capture_default_str();
   add_simd_options(cmd, o->m);
-  cmd->add_flag("--probe", o->probe_only, "Only measure this machine's read bandwidth and FMA peak");
+  cmd->add_flag("--probe", o->probe_only,
+                "Only measure this machine's read bandwidth, f32 FMA peak and int8 dot-product peak");
+  cmd->add_flag("--no-warmup", o->no_warmup, "Skip the untimed warmup run before each test");
   cmd->add_flag("--no-probe", o->no_probe, "Skip the machine probe (no % of limits)");
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->callback([o] {
@@ -45,17 +48,24 @@ void add_bench(CLI::App& app) {
       if (t < 1) fail("-t values must be positive, got {}", t);
     std::vector<MachineLimits> limits;
     apply_simd_options(o->m);
+    Progress progress("tally bench");
     if (!o->no_probe)
-      for (int t : o->threads) limits.push_back(probe_machine(t));
+      for (size_t i = 0; i < o->threads.size(); ++i) {
+        progress.update(fmt::format("probing the machine, {} thread(s)", o->threads[i]), static_cast<double>(i),
+                        static_cast<double>(o->threads.size()));
+        limits.push_back(probe_machine(o->threads[i]));
+      }
+    progress.clear();
     nlohmann::json j;
     nlohmann::json jl = nlohmann::json::array();
     for (const auto& l : limits)
-      jl.push_back({{"threads", l.threads}, {"read_gbps", l.read_gbps}, {"fma_gflops", l.fma_gflops}, {"simd", l.simd}});
+      jl.push_back({{"threads", l.threads}, {"read_gbps", l.read_gbps}, {"fma_gflops", l.fma_gflops},
+                    {"int8_gops", l.int8_gops}, {"int8_kind", l.int8_kind}, {"simd", l.simd}});
     j["machine"] = jl;
     if (!o->json)
       for (const auto& l : limits)
-        fmt::print("machine, {} thread(s): read {:.1f} GB/s, f32 FMA peak {:.1f} GFLOP/s ({})\n", l.threads, l.read_gbps,
-                   l.fma_gflops, l.simd);
+        fmt::print("machine, {} thread(s): read {:.1f} GB/s, f32 FMA peak {:.1f} GFLOP/s, int8 peak {:.1f} GOP/s ({}; {})\n",
+                   l.threads, l.read_gbps, l.fma_gflops, l.int8_gops, l.simd, l.int8_kind);
     if (o->probe_only) {
       if (o->json) fmt::print("{}\n", j.dump(2));
       return;
@@ -67,28 +77,44 @@ void add_bench(CLI::App& app) {
     b.depths = o->depths;
     b.threads = o->threads;
     b.reps = o->reps;
+    b.warmup = !o->no_warmup;
     b.cache_type = session_options(o->m, *lm.model, false).cache_type;
     if (!o->json) {
       fmt::print("model {} ({}), load {:.0f} ms, kernels {}\n", lm.model->file().path(),
                  format_bytes(lm.model->weight_bytes()), lm.load_ms, simd_level_name(simd_level()));
-      fmt::print("| test | threads | depth | tokens/s | stddev | bytes/token | GB/s | GFLOP/s | % of limit |\n");
-      fmt::print("|---|---|---|---|---|---|---|---|---|\n");
+      fmt::print("| test | threads | depth | tokens/s | stddev | bytes/token | GB/s | GFLOP/s | int8 GOP/s | % of limit |\n");
+      fmt::print("|---|---|---|---|---|---|---|---|---|---|\n");
     }
-    const auto rows = run_benchmark(*lm.model, b, limits, [&](const BenchRow& r) {
-      if (o->json) return;
-      const bool tg = r.test[0] == 't';
-      fmt::print("| {} | {} | {} | {:.1f} | {:.1f} | {} | {} | {} | {} |\n", r.test, r.threads, r.depth, r.tps_mean,
-                 r.tps_stddev, tg ? fmt::format("{:.1f} MB", r.bytes_per_token / 1e6) : "",
-                 tg ? fmt::format("{:.1f}", r.gbps) : "", tg ? "" : fmt::format("{:.1f}", r.gflops),
-                 r.pct_limit > 0 ? fmt::format("{:.0f}% {}", r.pct_limit, tg ? "of read bandwidth" : "of FMA peak") : "");
-      std::fflush(stdout);
-    });
+    auto limit_text = [](const BenchRow& r) -> std::string {
+      if (r.test[0] == 't') return r.pct_limit > 0 ? fmt::format("{:.0f}% of read bandwidth", r.pct_limit) : "";
+      std::string s = r.pct_limit > 0 ? fmt::format("{:.0f}% of FMA peak", r.pct_limit) : "";
+      if (r.pct_int8_peak > 0) s += fmt::format("{}{:.0f}% of int8 peak", s.empty() ? "" : ", ", r.pct_int8_peak);
+      return s;
+    };
+    const auto rows = run_benchmark(
+        *lm.model, b, limits,
+        [&](const BenchRow& r) {
+          if (o->json) return;
+          progress.clear();
+          const bool tg = r.test[0] == 't';
+          fmt::print("| {} | {} | {} | {:.1f} | {:.1f} | {} | {} | {} | {} | {} |\n", r.test, r.threads, r.depth,
+                     r.tps_mean, r.tps_stddev, tg ? fmt::format("{:.1f} MB", r.bytes_per_token / 1e6) : "",
+                     tg ? fmt::format("{:.1f}", r.gbps) : "", tg ? "" : fmt::format("{:.1f}", r.gflops),
+                     tg ? "" : fmt::format("{:.1f}", r.int8_gops), limit_text(r));
+          std::fflush(stdout);
+        },
+        [&](std::string_view what, int64_t done, int64_t total) {
+          progress.update(what, static_cast<double>(done), static_cast<double>(total));
+        });
+    progress.clear();
     if (o->json) {
       nlohmann::json jr = nlohmann::json::array();
       for (const auto& r : rows)
         jr.push_back({{"test", r.test}, {"threads", r.threads}, {"depth", r.depth}, {"tps_mean", r.tps_mean},
                       {"tps_stddev", r.tps_stddev}, {"bytes_per_token", r.bytes_per_token}, {"gbps", r.gbps},
-                      {"flops_per_token", r.flops_per_token}, {"gflops", r.gflops}, {"pct_limit", r.pct_limit}});
+                      {"flops_per_token", r.flops_per_token}, {"gflops", r.gflops}, {"pct_limit", r.pct_limit},
+                      {"int8_ops_per_token", r.int8_ops_per_token}, {"int8_gops", r.int8_gops},
+                      {"pct_int8_peak", r.pct_int8_peak}});
       j["load_ms"] = lm.load_ms;
       j["weight_bytes"] = lm.model->weight_bytes();
       j["simd"] = simd_level_name(simd_level());

@@ -4,6 +4,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "bench/progress.h"
 #include "commands.h"
 #include "core/byte_size.h"
 #include "core/error.h"
@@ -35,6 +36,13 @@ std::vector<int32_t> prompt_tokens(const Tokenizer& tok, const std::string& text
 }
 
 void print_json(const nlohmann::json& j) { fmt::print("{}\n", j.dump(2)); }
+
+// A lab function's progress(done, total) callback drawing on `p` (stderr, terminals only).
+auto draw_on(Progress& p, std::string what) {
+  return [&p, what = std::move(what)](int64_t done, int64_t total) {
+    p.update(what, static_cast<double>(done), static_cast<double>(total));
+  };
+}
 
 void add_causal(CLI::App* lab) {
   struct Opts {
@@ -93,8 +101,16 @@ void add_scores(CLI::App* lab) {
     if (!o->no_measure) {
       LoadedModel lm = load_model(o->m);
       const int32_t first = lm.tokenizer->encode("The", false, false).at(0);
-      c.cached_measured = measure_scores(*lm.model, first, o->n, true, o->m.threads);
-      if (o->n <= o->recompute_limit) c.recompute_measured = measure_scores(*lm.model, first, o->n, false, o->m.threads);
+      {
+        Progress p("tally lab scores");
+        c.cached_measured = measure_scores(*lm.model, first, o->n, true, o->m.threads,
+                                           draw_on(p, fmt::format("{} tokens with the cache", o->n)));
+      }
+      if (o->n <= o->recompute_limit) {
+        Progress p("tally lab scores");
+        c.recompute_measured = measure_scores(*lm.model, first, o->n, false, o->m.threads,
+                                              draw_on(p, fmt::format("{} tokens recomputing", o->n)));
+      }
     }
     const double ratio = static_cast<double>(c.recompute_formula) / static_cast<double>(c.cached_formula);
     if (o->json) {
@@ -138,7 +154,11 @@ void add_speedup(CLI::App* lab) {
     std::vector<int64_t> checkpoints;
     for (int64_t n = 1; n < o->gen_tokens; n *= 2) checkpoints.push_back(n);
     checkpoints.push_back(o->gen_tokens);
-    const SpeedupReport r = measure_cache_speedup(*lm.model, ids, o->gen_tokens, checkpoints, o->m.threads);
+    Progress progress("tally lab speedup");
+    const SpeedupReport r =
+        measure_cache_speedup(*lm.model, ids, o->gen_tokens, checkpoints, o->m.threads,
+                              draw_on(progress, fmt::format("{} tokens, cached then recomputed", o->gen_tokens)));
+    progress.clear();
     if (!o->plot.empty()) {
       PlotSpec p{"Time to write N tokens: KV cache vs recomputing", "tokens generated (N)", "total ms", {}, -1, "", true};
       PlotSeries a{"with KV cache", {}, {}}, b{"no cache (recompute)", {}, {}};
@@ -191,7 +211,10 @@ void add_depth(CLI::App* lab) {
     if (limit > 0) depths.push_back(limit);
     const auto filler = prompt_tokens(*lm.tokenizer, kDefaultPrompt);
     const DType ct = session_options(o->m, *lm.model, false).cache_type;
-    const DepthReport r = measure_depth(*lm.model, filler, depths, o->decode_tokens, ct, o->m.threads);
+    Progress progress("tally lab depth");
+    const DepthReport r = measure_depth(*lm.model, filler, depths, o->decode_tokens, ct, o->m.threads,
+                                        draw_on(progress, fmt::format("depths 0 to {}", depths.back())));
+    progress.clear();
     if (!o->plot.empty()) {
       PlotSpec p{"Decode speed against context depth", "tokens in the cache", "decode tokens/s", {},
                  static_cast<double>(r.crossover_context), "K/V read = weights read", false};
