@@ -30,7 +30,7 @@ ContinuityReport run_continuity_experiment(const Model& model, std::span<const i
     ThreadPool pool(n_threads > 0 ? n_threads : ThreadPool::default_threads());
     const auto& c = model.config();
     KvCache cache({c.n_layer, c.n_kv_head, c.head_dim}, KvCacheOptions{n + 1, 32, DType::F16, 0});
-    Forward f(model, pool, n, n + 1, false);
+    Forward f(model, pool, n, n + 1, 1);
     const KvCache::SeqId seq = cache.create_sequence();
     f.eval(cache, seq, prompt, 0, LogitsMode::None);
     const int32_t tok = prompt[n - 1];

@@ -20,7 +20,7 @@ Embedding embed(const Model& model, std::span<const int32_t> tokens, int64_t lay
   if (layer < -1 || layer > c.n_layer) fail("--layer must be between 0 and {}, got {}", c.n_layer, layer);
   if (layer == -1) layer = c.n_layer;
   ThreadPool threads(n_threads > 0 ? n_threads : ThreadPool::default_threads());
-  Forward f(model, threads, n, n, /*all_logits=*/false);
+  Forward f(model, threads, n, n, 1);
   const bool final_norm = layer == c.n_layer;
   // Keeps a copy of the residual stream after block `layer`.
   struct Capture : ForwardHooks {

@@ -115,7 +115,7 @@ TEST(ModelInvariants, WriteAtWrongPositionIsRefused) {
   const int64_t n = static_cast<int64_t>(ids.size());
   ThreadPool pool(2);
   KvCache cache({c.n_layer, c.n_kv_head, c.head_dim}, KvCacheOptions{n + 8, 32, DType::F16, 0});
-  Forward f(*shared_model(), pool, n, n + 8, false);
+  Forward f(*shared_model(), pool, n, n + 8, 1);
   const KvCache::SeqId seq = cache.create_sequence();
   f.eval(cache, seq, ids, 0, LogitsMode::Last);
   const int32_t tok = 42;

@@ -227,7 +227,7 @@ struct DirectPass {
   DirectPass(const Model& m, int64_t n_ctx)
       : cache({m.config().n_layer, m.config().n_kv_head, m.config().head_dim},
               KvCacheOptions{n_ctx, 8, DType::F32, 64u << 20}),
-        forward(m, pool, n_ctx, n_ctx, false),
+        forward(m, pool, n_ctx, n_ctx, 1),
         seq(cache.create_sequence()) {}
   void eval(std::span<const int32_t> tokens, int64_t start) { forward.eval(cache, seq, tokens, start, LogitsMode::Last); }
 };
