@@ -158,7 +158,8 @@ KvCache::SeqId KvCache::fork_copy(SeqId src) {
 
 void KvCache::free_sequence(SeqId seq) {
   Sequence& s = get(seq);
-  for (int32_t b : s.blocks) alloc_.release(b);
+  // Last block first: a cached prefix loses its tail before its head.
+  for (auto b = s.blocks.rbegin(); b != s.blocks.rend(); ++b) alloc_.release(*b);
   const uint32_t gen = s.gen;
   s = Sequence{};
   s.gen = gen;  // kept: the slot's next sequence gets gen + 1, and this id stays refused
