@@ -27,7 +27,7 @@ uint64_t available_memory_bytes() {
 
 namespace {
 
-int64_t blocks_for(int64_t n_ctx, int64_t block_size) {
+int64_t pool_blocks(int64_t n_ctx, int64_t block_size) {
   if (n_ctx <= 0) fail("context size must be positive, got {}", n_ctx);
   if (block_size <= 0) fail("KV block size must be positive, got {}", block_size);
   return (n_ctx + block_size - 1) / block_size;
@@ -51,7 +51,7 @@ uint64_t chain_key(uint64_t parent, std::span<const int32_t> tokens) {
 }  // namespace
 
 KvCache::KvCache(const KvShape& shape, const KvCacheOptions& o)
-    : storage_(shape, o.block_size, blocks_for(o.n_ctx, o.block_size), o.type,
+    : storage_(shape, o.block_size, pool_blocks(o.n_ctx, o.block_size), o.type,
                o.budget_bytes ? o.budget_bytes : available_memory_bytes()),
       alloc_(storage_.n_blocks()),
       n_ctx_(o.n_ctx),
@@ -87,13 +87,12 @@ KvCache::SeqId KvCache::new_sequence(int64_t max_len) {
 
 KvCache::SeqId KvCache::create_sequence(int64_t max_len) { return new_sequence(max_len); }
 
-KvCache::SeqId KvCache::create_sequence_from_prefix(std::span<const int32_t> tokens, int64_t limit, int64_t max_len) {
-  const SeqId id = new_sequence(max_len);
-  if (!prefix_cache_) return id;
-  Sequence& s = seqs_[id.slot];
-  ++lookups_;
+std::vector<int32_t> KvCache::walk_prefix(std::span<const int32_t> tokens, int64_t limit,
+                                          std::vector<uint64_t>* keys) const {
+  std::vector<int32_t> found;
+  if (!prefix_cache_) return found;
   const int64_t bs = block_size();
-  limit = std::min({limit, static_cast<int64_t>(tokens.size()), s.max_len});
+  limit = std::min(limit, static_cast<int64_t>(tokens.size()));
   uint64_t key = kRootKey;
   int32_t parent = -1;
   uint32_t parent_version = 0;
@@ -106,13 +105,31 @@ KvCache::SeqId KvCache::create_sequence_from_prefix(std::span<const int32_t> tok
     if (!std::equal(chunk.begin(), chunk.end(), stored) || parent_[*b] != parent ||
         parent_version_[*b] != parent_version)
       break;  // a hash collision: a different prefix under the same key
-    alloc_.take(*b);
-    s.blocks.push_back(*b);
-    s.keys.push_back(key);
+    found.push_back(*b);
+    if (keys) keys->push_back(key);
     parent = *b;
     parent_version = alloc_.version(*b);
   }
-  s.length = static_cast<int64_t>(s.blocks.size()) * bs;
+  return found;
+}
+
+KvCache::PrefixProbe KvCache::probe_prefix(std::span<const int32_t> tokens, int64_t limit) const {
+  PrefixProbe p;
+  for (int32_t b : walk_prefix(tokens, limit, nullptr)) {
+    p.positions += block_size();
+    p.evictable_blocks += alloc_.owners(b) == 0;
+  }
+  return p;
+}
+
+KvCache::SeqId KvCache::create_sequence_from_prefix(std::span<const int32_t> tokens, int64_t limit, int64_t max_len) {
+  const SeqId id = new_sequence(max_len);
+  if (!prefix_cache_) return id;
+  Sequence& s = seqs_[id.slot];
+  ++lookups_;
+  s.blocks = walk_prefix(tokens, std::min(limit, s.max_len), &s.keys);
+  for (int32_t b : s.blocks) alloc_.take(b);
+  s.length = static_cast<int64_t>(s.blocks.size()) * block_size();
   s.tokens.assign(tokens.begin(), tokens.begin() + s.length);
   hit_tokens_ += static_cast<uint64_t>(s.length);
   return id;

@@ -68,6 +68,14 @@ class KvCache {
   // `limit` positions (whole blocks; none when the prefix cache is off).
   // Returns the sequence; its length() is the hit.
   SeqId create_sequence_from_prefix(std::span<const int32_t> tokens, int64_t limit, int64_t max_len = 0);
+  // What create_sequence_from_prefix would take now, without taking it (no counter moves).
+  struct PrefixProbe {
+    int64_t positions = 0;         // the hit
+    int64_t evictable_blocks = 0;  // of its blocks, those held by no sequence now
+  };
+  PrefixProbe probe_prefix(std::span<const int32_t> tokens, int64_t limit) const;
+  // Blocks holding `positions` positions.
+  int64_t blocks_for(int64_t positions) const { return (positions + block_size() - 1) / block_size(); }
   // A new sequence sharing every block of src (no copy until one of them writes).
   SeqId fork(SeqId src);
   // A new sequence with a copy of every block of src (the baseline that sharing is measured against).
@@ -120,6 +128,8 @@ class KvCache {
   const Sequence& get(SeqId seq) const;
   Sequence& get(SeqId seq);
   SeqId new_sequence(int64_t max_len);
+  // The cached blocks of the longest cached prefix of tokens[0, limit), in order.
+  std::vector<int32_t> walk_prefix(std::span<const int32_t> tokens, int64_t limit, std::vector<uint64_t>* keys) const;
   void reserve(Sequence& s, SeqId seq, int64_t start, int64_t n);
   void store_vec(uint8_t* dst, const float* src) const;
   int32_t copy_of(int32_t block);  // a fresh block holding block's K/V; PRECONDITION: one is available
