@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/benchmark.h"
+#include "bench/parallel_bench.h"
 #include "bench/machine_probe.h"
 #include "bench/progress.h"
 #include "commands.h"
@@ -26,6 +27,8 @@ void add_bench(CLI::App& app) {
     std::vector<int> threads;
     int reps = 3;
     bool json = false, probe_only = false, no_probe = false, no_warmup = false;
+    std::vector<int64_t> parallel;
+    int64_t batch = 512;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("bench", "Prefill (pp) and decode (tg) tokens/s at given depths and thread counts");
@@ -42,6 +45,11 @@ void add_bench(CLI::App& app) {
   cmd->add_flag("--no-warmup", o->no_warmup, "Skip the untimed warmup run before each test");
   cmd->add_flag("--no-probe", o->no_probe, "Skip the machine probe (no % of limits)");
   cmd->add_flag("--json", o->json, "Print JSON");
+  cmd->add_option("--parallel", o->parallel,
+                  "Sequence counts, comma-separated: N prompts of -p tokens prefilled together, then N sequences "
+                  "decoding -n tokens together (aggregate tokens/s, time per step)")
+      ->delimiter(',');
+  cmd->add_option("--batch", o->batch, "Token budget of one step with --parallel")->capture_default_str();
   cmd->callback([o] {
     if (o->threads.empty()) o->threads = {ThreadPool::default_threads()};
     for (int t : o->threads)
@@ -71,6 +79,49 @@ void add_bench(CLI::App& app) {
       return;
     }
     LoadedModel lm = load_model(o->m);
+    if (!o->parallel.empty()) {
+      ParallelBenchOptions pb;
+      pb.n_prompt = o->n_prompt;
+      pb.n_gen = o->n_gen;
+      pb.parallel = o->parallel;
+      pb.threads = o->threads;
+      pb.reps = o->reps;
+      pb.step_tokens = o->batch;
+      pb.cache_type = session_options(o->m, *lm.model, false).cache_type;
+      if (!o->json) {
+        fmt::print("model {} ({}), kernels {}; prompts of {} tokens, {} generated each\n", lm.model->file().path(),
+                   format_bytes(lm.model->weight_bytes()), simd_level_name(simd_level()), pb.n_prompt, pb.n_gen);
+        fmt::print("| threads | sequences | prefill tokens/s | decode tokens/s (all) | per sequence tokens/s | ms per step | peak K/V |\n");
+        fmt::print("|---|---|---|---|---|---|---|\n");
+      }
+      const auto prow = run_parallel_benchmark(
+          *lm.model, pb,
+          [&](const ParallelBenchRow& r) {
+            if (o->json) return;
+            progress.clear();
+            fmt::print("| {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.2f} | {} |\n", r.threads, r.parallel, r.prefill_tps,
+                       r.decode_tps, r.decode_tps / static_cast<double>(r.parallel), r.ms_per_step,
+                       format_bytes(r.peak_kv_bytes));
+            std::fflush(stdout);
+          },
+          [&](std::string_view what, int64_t done, int64_t total) {
+            progress.update(what, static_cast<double>(done), static_cast<double>(total));
+          });
+      progress.clear();
+      if (o->json) {
+        nlohmann::json jr = nlohmann::json::array();
+        for (const auto& r : prow)
+          jr.push_back({{"threads", r.threads}, {"parallel", r.parallel}, {"prefill_tps", r.prefill_tps},
+                        {"decode_tps", r.decode_tps}, {"ms_per_step", r.ms_per_step},
+                        {"peak_kv_bytes", r.peak_kv_bytes}});
+        j["n_prompt"] = pb.n_prompt;
+        j["n_gen"] = pb.n_gen;
+        j["simd"] = simd_level_name(simd_level());
+        j["parallel_results"] = jr;
+        fmt::print("{}\n", j.dump(2));
+      }
+      return;
+    }
     BenchOptions b;
     b.n_prompt = o->n_prompt;
     b.n_gen = o->n_gen;

@@ -9,6 +9,7 @@
 #include "core/byte_size.h"
 #include "core/error.h"
 #include "kv/kv_shape.h"
+#include "lab/beam_cost.h"
 #include "lab/cache_speedup.h"
 #include "lab/causal_experiment.h"
 #include "lab/continuity.h"
@@ -282,6 +283,67 @@ void add_continuity(CLI::App* lab) {
 
 }  // namespace
 
+void add_beam(CLI::App* lab) {
+  struct Opts {
+    ModelOptions m;
+    std::string prompt = kDefaultPrompt, plot;
+    BeamCostOptions b;
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = lab->add_subcommand(
+      "beam", "Beam search's cost and gain with a cache: shared blocks, copied caches and no cache");
+  add_model_options(cmd, o->m);
+  cmd->add_option("-p,--prompt", o->prompt, "Prompt text (cycled or cut to each --prompt-tokens)");
+  cmd->add_option("--widths", o->b.widths, "Beam widths, comma-separated")->delimiter(',')->capture_default_str();
+  cmd->add_option("--prompt-tokens", o->b.prompts, "Prompt lengths, comma-separated")->delimiter(',')->capture_default_str();
+  cmd->add_option("--gen-tokens", o->b.gen_tokens, "Tokens to generate")->capture_default_str();
+  cmd->add_option("--none-steps", o->b.none_steps, "Steps the no-cache search is timed over")->capture_default_str();
+  cmd->add_option("--plot", o->plot, "Write a PNG plot of K/V bytes held and time per token");
+  cmd->add_flag("--json", o->json, "Print JSON");
+  cmd->callback([o] {
+    if (o->b.prompts.empty() || o->b.widths.empty()) fail("give at least one width and one prompt length");
+    LoadedModel lm = load_model(o->m);
+    o->b.n_threads = o->m.threads;
+    const auto ids = prompt_tokens(*lm.tokenizer, o->prompt, *std::max_element(o->b.prompts.begin(), o->b.prompts.end()));
+    Progress progress("tally lab beam");
+    const auto rows = measure_beam_cost(*lm.model, ids, o->b, draw_on(progress, "beam searches"));
+    progress.clear();
+    if (!o->plot.empty()) {
+      PlotSpec p{fmt::format("Beam search, {} generated tokens: K/V held at the peak", o->b.gen_tokens),
+                 "beam width", "MiB of K/V held (peak)", {}, -1, "", false};
+      for (int64_t len : o->b.prompts)
+        for (const char* mode : {"shared", "copied"}) {
+          PlotSeries s{fmt::format("{} blocks, prompt {}", mode, len), {}, {}};
+          for (const auto& r : rows)
+            if (r.prompt_tokens == len && r.mode == mode)
+              s.x.push_back(r.width), s.y.push_back(static_cast<double>(r.peak_held_bytes) / (1 << 20));
+          p.series.push_back(s);
+        }
+      write_plot_png(o->plot, p);
+    }
+    if (o->json) {
+      nlohmann::json a = nlohmann::json::array();
+      for (const auto& r : rows)
+        a.push_back({{"width", r.width}, {"prompt_tokens", r.prompt_tokens}, {"mode", r.mode},
+                     {"generated", r.generated}, {"steps_timed", r.steps_timed},
+                     {"peak_held_bytes", r.peak_held_bytes}, {"copied_bytes", r.copied_bytes},
+                     {"ms_per_token", r.ms_per_token}, {"total_ms", r.total_ms}, {"same_beams", r.same_beams}});
+      print_json({{"gen_tokens", o->b.gen_tokens}, {"rows", a}});
+      return;
+    }
+    fmt::print("| prompt | width | cache | K/V held (peak) | K/V copied | ms per token | total ms | best beam |\n");
+    fmt::print("|---|---|---|---|---|---|---|---|\n");
+    for (const auto& r : rows)
+      fmt::print("| {} | {} | {} | {:.1f} MiB | {:.1f} MiB | {:.1f}{} | {:.0f}{} | {} |\n", r.prompt_tokens, r.width,
+                 r.mode, static_cast<double>(r.peak_held_bytes) / (1 << 20),
+                 static_cast<double>(r.copied_bytes) / (1 << 20), r.ms_per_token,
+                 r.mode == "none" ? fmt::format(" ({} steps)", r.steps_timed) : "", r.total_ms,
+                 r.mode == "none" ? " (extrapolated)" : "",
+                 r.mode == "shared" ? "-" : r.mode == "copied" ? (r.same_beams ? "same as shared" : "DIFFERENT") : "not compared");
+  });
+}
+
 void add_lab(CLI::App& app) {
   auto* lab = app.add_subcommand("lab", "The KV-cache lab: the seeds' experiments on a real model");
   lab->require_subcommand(1);
@@ -290,6 +352,7 @@ void add_lab(CLI::App& app) {
   add_speedup(lab);
   add_depth(lab);
   add_continuity(lab);
+  add_beam(lab);
 }
 
 }  // namespace tally::cli
