@@ -79,6 +79,15 @@ if [ -f "$model" ]; then
   expect_ok "greedy run" "Paris" "$tally" run -p "The capital of France is" -n 8 --temp 0
   expect_ok "run json" '"decode_tps"' "$tally" run -p "Hello" -n 4 --json
   expect_ok "logits" "pos" "$tally" logits -p "Hello there" --top 3
+  expect_error "parallel zero" "--parallel must be at least 1, got 0" "$tally" run -p hi --parallel 0
+  expect_error "beam zero" "--beam must be at least 1, got 0" "$tally" run -p hi --beam 0
+  expect_error "beam with parallel" "--beam and --parallel" "$tally" run -p hi --beam 2 --parallel 2
+  expect_error "beam-copy without beam" "--beam-copy needs --beam" "$tally" run -p hi --beam-copy
+  expect_error "parallel without a cache" "--no-cache" "$tally" run -p hi --parallel 2 --no-cache
+  expect_error "bench parallel zero" "--parallel values must be at least 1, got 0" "$tally" bench --parallel 0 --no-probe
+  expect_error "lab beam width zero" "--widths values must be at least 1, got 0" "$tally" lab beam --widths 0
+  expect_ok "beam json" '"beams"' "$tally" run -p "The capital of France is" -n 4 --beam 2 --json
+  expect_ok "parallel json" '"continuations"' "$tally" run -p "Hello" -n 4 --parallel 2 --json
   expect_error "chat -n checked before the first line" "-n must be at least 1" "$tally" chat -n -1
   # A chat whose context fills up drops the oldest turns, says so, and goes on to the end.
   printf 'Name a fruit.\nName a colour.\nName a city.\nName a river.\n' |

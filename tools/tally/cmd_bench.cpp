@@ -54,6 +54,10 @@ void add_bench(CLI::App& app) {
     if (o->threads.empty()) o->threads = {ThreadPool::default_threads()};
     for (int t : o->threads)
       if (t < 1) fail("-t values must be positive, got {}", t);
+    for (int64_t n : o->parallel)
+      if (n < 1) fail("--parallel values must be at least 1, got {}", n);
+    if (!o->parallel.empty() && (o->n_prompt < 1 || o->n_gen < 1))
+      fail("--parallel needs -p and -n of at least 1 (got -p {} -n {})", o->n_prompt, o->n_gen);
     std::vector<MachineLimits> limits;
     apply_simd_options(o->m);
     Progress progress("tally bench");
