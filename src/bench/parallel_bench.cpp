@@ -90,4 +90,47 @@ std::vector<ParallelBenchRow> run_parallel_benchmark(
   return rows;
 }
 
+PrefixHitRow measure_prefix_hit(const Model& model, int64_t n_prompt, int64_t cached, int threads, int reps) {
+  if (cached < 1 || cached >= n_prompt) fail("--ttft {} must be between 1 and -p {} minus 1", cached, n_prompt);
+  if (reps < 1) fail("-r must be at least 1, got {}", reps);
+  const int64_t vocab = model.config().n_vocab;
+  PrefixHitRow row;
+  row.threads = threads;
+  row.n_prompt = n_prompt;
+  row.cached = cached;
+  EngineOptions eo;
+  eo.n_ctx = 2 * n_prompt + 64;
+  eo.block_size = 16;
+  eo.step_tokens = 512;
+  eo.n_threads = threads;
+  std::vector<double> cold, warm;
+  auto first_token_ms = [&](Engine& e, const std::vector<int32_t>& p) {
+    const auto t0 = Clock::now();
+    const auto a = e.admit(p);
+    if (!a.id) fail("prefix-cache benchmark: {}", a.refusal);
+    while (!e.ready(*a.id)) e.step();
+    const double ms = 1000 * seconds_since(t0);
+    row.hit_tokens = a.cached_tokens;
+    e.release(*a.id);
+    return ms;
+  };
+  for (int r = 0; r < reps; ++r) {
+    // Cold: an engine that has seen nothing. Warm: the same prompt's first
+    // `cached` tokens were evaluated by an earlier (released) sequence.
+    const std::vector<int32_t> full = prompt(r, n_prompt, vocab);
+    {
+      Engine e(model, eo);
+      cold.push_back(first_token_ms(e, full));
+    }
+    Engine e(model, eo);
+    std::vector<int32_t> head(full.begin(), full.begin() + cached);
+    head.push_back(0);  // the earlier sequence went on differently after the shared part
+    first_token_ms(e, head);
+    warm.push_back(first_token_ms(e, full));
+  }
+  row.cold_ms = median(cold);
+  row.warm_ms = median(warm);
+  return row;
+}
+
 }  // namespace tally

@@ -38,3 +38,17 @@ std::vector<ParallelBenchRow> run_parallel_benchmark(
     const std::function<void(std::string_view, int64_t, int64_t)>& on_progress = {});
 
 }  // namespace tally
+
+namespace tally {
+
+// Time to the first token of a prompt of n_prompt tokens, cold (nothing
+// cached) and warm (its first `cached` tokens left in the prefix cache by an
+// earlier sequence), medians of `reps` runs each, interleaved.
+struct PrefixHitRow {
+  int threads = 0;
+  int64_t n_prompt = 0, cached = 0, hit_tokens = 0;
+  double cold_ms = 0, warm_ms = 0;
+};
+PrefixHitRow measure_prefix_hit(const Model& model, int64_t n_prompt, int64_t cached, int threads, int reps);
+
+}  // namespace tally

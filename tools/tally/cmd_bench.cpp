@@ -28,7 +28,7 @@ void add_bench(CLI::App& app) {
     int reps = 3;
     bool json = false, probe_only = false, no_probe = false, no_warmup = false;
     std::vector<int64_t> parallel;
-    int64_t batch = 512;
+    int64_t batch = 512, ttft = 0;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("bench", "Prefill (pp) and decode (tg) tokens/s at given depths and thread counts");
@@ -50,6 +50,8 @@ void add_bench(CLI::App& app) {
                   "decoding -n tokens together (aggregate tokens/s, time per step)")
       ->delimiter(',');
   cmd->add_option("--batch", o->batch, "Token budget of one step with --parallel")->capture_default_str();
+  cmd->add_option("--ttft", o->ttft,
+                  "Time to first token of a -p token prompt, cold and with its first N tokens in the prefix cache");
   cmd->callback([o] {
     if (o->threads.empty()) o->threads = {ThreadPool::default_threads()};
     for (int t : o->threads)
@@ -83,6 +85,27 @@ void add_bench(CLI::App& app) {
       return;
     }
     LoadedModel lm = load_model(o->m);
+    if (o->ttft > 0) {
+      nlohmann::json jr = nlohmann::json::array();
+      if (!o->json) {
+        fmt::print("| threads | prompt | cached prefix | cold ms | warm ms | warm / cold |\n|---|---|---|---|---|---|\n");
+      }
+      for (int t : o->threads) {
+        const PrefixHitRow r = measure_prefix_hit(*lm.model, o->n_prompt, o->ttft, t, o->reps);
+        if (o->json) {
+          jr.push_back({{"threads", r.threads}, {"n_prompt", r.n_prompt}, {"cached", r.cached},
+                        {"hit_tokens", r.hit_tokens}, {"cold_ms", r.cold_ms}, {"warm_ms", r.warm_ms}});
+        } else {
+          fmt::print("| {} | {} | {} (hit {}) | {:.1f} | {:.1f} | {:.1f}% |\n", r.threads, r.n_prompt, r.cached,
+                     r.hit_tokens, r.cold_ms, r.warm_ms, 100 * r.warm_ms / r.cold_ms);
+        }
+      }
+      if (o->json) {
+        j["ttft_results"] = jr;
+        fmt::print("{}\n", j.dump(2));
+      }
+      return;
+    }
     if (!o->parallel.empty()) {
       ParallelBenchOptions pb;
       pb.n_prompt = o->n_prompt;
