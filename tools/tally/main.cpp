@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   tally::cli::add_lab(app);
   tally::cli::add_embed(app);
   tally::cli::add_bench(app);
+  tally::cli::add_serve(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
