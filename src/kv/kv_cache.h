@@ -109,6 +109,10 @@ class KvCache {
   KvLayerView view(int64_t layer, SeqId seq) const;
   // Reads one position's K and V back as f32 (n_kv_head * head_dim each).
   void load(int64_t layer, SeqId seq, int64_t pos, float* k, float* v) const;
+  // The same in the cache's own number format, kv heads back to back
+  // (n_kv_head * head_dim values each): what a saved session holds.
+  void store_raw(int64_t layer, SeqId seq, int64_t pos, const uint8_t* k, const uint8_t* v);
+  void load_raw(int64_t layer, SeqId seq, int64_t pos, uint8_t* k, uint8_t* v) const;
 
   KvCacheStats stats() const;
   const KvStorage& storage() const { return storage_; }
