@@ -268,6 +268,41 @@ void KvCache::truncate(SeqId seq, int64_t n) {
   if (n % bs != 0 && alloc_.keyed(s.blocks.back()) && alloc_.owners(s.blocks.back()) == 1) alloc_.unkey(s.blocks.back());
 }
 
+void KvCache::remove_positions(SeqId seq, int64_t from, int64_t n, const std::function<void(float*)>& fix_key) {
+  Sequence& s = get(seq);
+  if (from < 0 || n < 0 || from + n > s.length)
+    fail("cannot remove positions [{}, {}) of sequence {} of {} positions", from, from + n, seq.slot, s.length);
+  if (n == 0) return;
+  const int64_t bs = block_size();
+  // Every block from `from` on is rewritten: it must be this sequence's alone and unkeyed.
+  int64_t copies = 0;
+  for (size_t i = static_cast<size_t>(from / bs); i < s.blocks.size(); ++i)
+    copies += alloc_.owners(s.blocks[i]) > 1;
+  if (copies > alloc_.available_blocks())
+    fail("KV cache out of blocks: moving positions needs {} copies, {} blocks free", copies, alloc_.available_blocks());
+  for (size_t i = static_cast<size_t>(from / bs); i < s.blocks.size(); ++i) {
+    const int32_t b = s.blocks[i];
+    if (alloc_.owners(b) > 1) {
+      s.blocks[i] = copy_of(b);
+      alloc_.release(b);
+    } else {
+      alloc_.unkey(b);
+    }
+  }
+  const int64_t hd = storage_.shape().n_kv_head * storage_.shape().head_dim;
+  std::vector<float> k(static_cast<size_t>(hd)), v(static_cast<size_t>(hd));
+  for (int64_t p = from + n; p < s.length; ++p)
+    for (int64_t l = 0; l < storage_.shape().n_layer; ++l) {
+      load(l, seq, p, k.data(), v.data());
+      fix_key(k.data());
+      store(l, seq, p - n, k.data(), v.data());
+    }
+  const int64_t len = s.length - n;
+  if (s.keyable) s.tokens.erase(s.tokens.begin() + from, s.tokens.begin() + from + n);
+  if (static_cast<int64_t>(s.keys.size()) > from / bs) s.keys.resize(static_cast<size_t>(from / bs));
+  truncate(seq, len);
+}
+
 void KvCache::store_vec(uint8_t* dst, const float* src) const {
   const int64_t hd = storage_.shape().head_dim;
   if (storage_.type() == DType::F32) {

@@ -23,6 +23,7 @@
 // taken just before (same id, same version), so a hash collision costs a miss,
 // never a wrong cache. One thread owns a KvCache (not thread-safe).
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -102,6 +103,12 @@ class KvCache {
   void end_write(SeqId seq);
   // Drops positions [n, length): later writes start at n (an edit recomputes from there).
   void truncate(SeqId seq, int64_t n);
+  // Drops positions [from, from + n) and moves the later ones n positions
+  // down (a window sliding past the context). Each moved key goes through
+  // fix_key (as f32, n_kv_head * head_dim) before it is stored back: the
+  // caller re-rotates it to its new position. Shared or keyed blocks are
+  // copied or unkeyed first, so no other sequence sees the move.
+  void remove_positions(SeqId seq, int64_t from, int64_t n, const std::function<void(float* k)>& fix_key);
 
   // Stores one position's K and V (n_kv_head * head_dim floats each).
   // PRECONDITION: pos < length(seq) (reserved by begin_write).

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "kernels/ops.h"
 #include "io/session_file.h"
 
 namespace tally {
@@ -66,6 +67,25 @@ std::span<const float> Session::append(std::span<const int32_t> tokens, const Lo
 void Session::truncate(int64_t n) {
   cache_.truncate(seq_, n);
   tokens_.resize(n);
+}
+
+int64_t Session::slide(int64_t need, int64_t sinks) {
+  const int64_t bs = cache_.block_size();
+  if (sinks < 0) fail("--sinks must be >= 0, got {}", sinks);
+  if (need < 1 || sinks + bs + need > n_ctx())
+    fail("a window of {} positions cannot keep {} sinks, slide by a block of {} and take {} new ones", n_ctx(), sinks,
+         bs, need);
+  if (length() + need <= n_ctx()) return 0;
+  const int64_t over = length() + need - n_ctx();
+  const int64_t n = (over + bs - 1) / bs * bs;  // whole blocks' worth, so slides are rare
+  const auto& c = model_.config();
+  std::vector<float> cs(static_cast<size_t>(c.rope_dims / 2)), sn(static_cast<size_t>(c.rope_dims / 2));
+  rope_angles(-n, c.rope_dims, c.rope_base, cs.data(), sn.data());
+  cache_.remove_positions(seq_, sinks, n, [&](float* k) {
+    rope_apply(k, c.n_kv_head, c.head_dim, c.rope_dims, cs.data(), sn.data(), c.arch->rope_pairing);
+  });
+  tokens_.erase(tokens_.begin() + sinks, tokens_.begin() + sinks + n);
+  return n;
 }
 
 void Session::save(const std::string& path, const std::string& meta,

@@ -29,6 +29,8 @@ void add_run(CLI::App& app) {
     double length_penalty = 1.0;
     bool beam_copy = false;
     std::string save_session, load_session;
+    bool stream = false;
+    int64_t sinks = 4, window = 0;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("run", "Generate text from a prompt");
@@ -46,11 +48,22 @@ void add_run(CLI::App& app) {
   cmd->add_option("--length-penalty", o->length_penalty, "Beam score = sum of log-probs / length^A")
       ->capture_default_str();
   cmd->add_flag("--beam-copy", o->beam_copy, "Beam search with a full copy of the cache per beam (the baseline)");
+  cmd->add_flag("--stream", o->stream,
+                "Slide the window past the context: keep the first --sinks tokens and the latest ones (-n -1: forever)");
+  auto* sinks = cmd->add_option("--sinks", o->sinks, "With --stream: first tokens kept forever (attention sinks)")
+                    ->capture_default_str();
+  auto* window = cmd->add_option("--window", o->window, "With --stream: positions the cache holds (default: -c)");
   cmd->add_option("--save-session", o->save_session,
                   "After generating, save the cache, its tokens included, to this file (atomically)");
   cmd->add_option("--load-session", o->load_session,
                   "Continue a saved session: -p (optional) is appended after its tokens, as raw text");
-  cmd->callback([o, par, beam, prompt_opt] {
+  cmd->callback([o, par, beam, prompt_opt, sinks, window] {
+    if ((sinks->count() || window->count()) && !o->stream) fail("--sinks and --window go with --stream");
+    if (o->stream && (beam->count() || o->parallel > 1 || o->no_cache))
+      fail("--stream slides one sequence's cache: not with --beam, --parallel or --no-cache");
+    if (o->stream && o->sinks < 0) fail("--sinks must be >= 0, got {}", o->sinks);
+    if (o->stream && window->count() && o->window < 1) fail("--window must be positive, got {}", o->window);
+    if (o->stream && window->count()) o->m.ctx = o->window;
     if (!prompt_opt->count() && o->load_session.empty()) fail("give a prompt with -p (or continue a session with --load-session)");
     const bool session_io = !o->save_session.empty() || !o->load_session.empty();
     if (session_io && (beam->count() || o->parallel > 1 || o->no_cache))
@@ -58,7 +71,8 @@ void add_run(CLI::App& app) {
     if (!o->load_session.empty() && o->chat)
       fail("--load-session continues the saved tokens with raw text; for a chat use `tally chat` and /load FILE");
     o->sampling.validate();
-    if (o->n_predict < 0) fail("-n must be >= 0, got {}", o->n_predict);
+    if (o->n_predict < 0 && !(o->stream && o->n_predict == -1))
+      fail("-n must be >= 0 (or -1 with --stream: no limit), got {}", o->n_predict);
     if (par->count() && o->parallel < 1) fail("--parallel must be at least 1, got {}", o->parallel);
     if (beam->count() && o->beam < 1) fail("--beam must be at least 1, got {}", o->beam);
     if (beam->count() && par->count()) fail("--beam and --parallel do not go together: a beam search keeps its own W sequences");
@@ -113,6 +127,7 @@ void add_run(CLI::App& app) {
     }
     GenerateOptions g;
     g.max_tokens = o->n_predict;
+    if (o->stream) g.sinks = o->sinks;
     g.use_cache = !o->no_cache;
     g.sampling = o->sampling;
     g.is_stop = stop;
