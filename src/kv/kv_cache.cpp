@@ -350,32 +350,32 @@ void KvCache::load(int64_t layer, SeqId seq, int64_t pos, float* k, float* v) co
   }
 }
 
-void KvCache::store_raw(int64_t layer, SeqId seq, int64_t pos, const uint8_t* k, const uint8_t* v) {
+template <class Copy>
+void KvCache::each_head(SeqId seq, int64_t pos, const char* what, Copy copy) const {
   const Sequence& s = get(seq);
-  if (pos < 0 || pos >= s.length) fail("store at position {} outside the reserved [0, {})", pos, s.length);
+  if (pos < 0 || pos >= s.length) fail("{} at position {} outside [0, {})", what, pos, s.length);
   const int64_t bs = storage_.block_size();
   const int64_t block = s.blocks[pos / bs], row = pos % bs;
   const auto& sh = storage_.shape();
   const uint64_t vec = static_cast<uint64_t>(sh.head_dim) * storage_.value_bytes();
   for (int64_t h = 0; h < sh.n_kv_head; ++h) {
     const uint64_t off = (static_cast<uint64_t>(h) * bs + row) * vec;
-    std::memcpy(storage_.k_block(layer, block) + off, k + h * vec, vec);
-    std::memcpy(storage_.v_block(layer, block) + off, v + h * vec, vec);
+    copy(off, h * vec, vec, block);
   }
 }
 
+void KvCache::store_raw(int64_t layer, SeqId seq, int64_t pos, const uint8_t* k, const uint8_t* v) {
+  each_head(seq, pos, "store", [&](uint64_t off, uint64_t at, uint64_t n, int64_t block) {
+    std::memcpy(storage_.k_block(layer, block) + off, k + at, n);
+    std::memcpy(storage_.v_block(layer, block) + off, v + at, n);
+  });
+}
+
 void KvCache::load_raw(int64_t layer, SeqId seq, int64_t pos, uint8_t* k, uint8_t* v) const {
-  const Sequence& s = get(seq);
-  if (pos < 0 || pos >= s.length) fail("load at position {} outside [0, {})", pos, s.length);
-  const int64_t bs = storage_.block_size();
-  const int64_t block = s.blocks[pos / bs], row = pos % bs;
-  const auto& sh = storage_.shape();
-  const uint64_t vec = static_cast<uint64_t>(sh.head_dim) * storage_.value_bytes();
-  for (int64_t h = 0; h < sh.n_kv_head; ++h) {
-    const uint64_t off = (static_cast<uint64_t>(h) * bs + row) * vec;
-    std::memcpy(k + h * vec, storage_.k_block(layer, block) + off, vec);
-    std::memcpy(v + h * vec, storage_.v_block(layer, block) + off, vec);
-  }
+  each_head(seq, pos, "load", [&](uint64_t off, uint64_t at, uint64_t n, int64_t block) {
+    std::memcpy(k + at, storage_.k_block(layer, block) + off, n);
+    std::memcpy(v + at, storage_.v_block(layer, block) + off, n);
+  });
 }
 
 KvLayerView KvCache::view(int64_t layer, SeqId seq) const {

@@ -143,6 +143,9 @@ class KvCache {
   std::vector<int32_t> walk_prefix(std::span<const int32_t> tokens, int64_t limit, std::vector<uint64_t>* keys) const;
   void reserve(Sequence& s, SeqId seq, int64_t start, int64_t n);
   void store_vec(uint8_t* dst, const float* src) const;
+  // copy(offset in the layer's block, offset in a position's vector, bytes, block) per kv head of `pos`.
+  template <class Copy>
+  void each_head(SeqId seq, int64_t pos, const char* what, Copy copy) const;
   int32_t copy_of(int32_t block);  // a fresh block holding block's K/V; PRECONDITION: one is available
 
   KvStorage storage_;

@@ -24,10 +24,6 @@ KvCacheOptions cache_options(const Model& m, const SessionOptions& o) {
   k.prefix_cache = false;  // one sequence: an edit reuses its prefix by truncating (reuse_prefix)
   return k;
 }
-KvShape kv_shape(const Model& m) {
-  const auto& c = m.config();
-  return {c.n_layer, c.n_kv_head, c.head_dim};
-}
 int threads_for(int requested) {
   if (requested < 0) fail("thread count must be positive, got {}", requested);
   return requested == 0 ? ThreadPool::default_threads() : requested;
@@ -38,7 +34,7 @@ Session::Session(const Model& model, const SessionOptions& opts)
     : model_(model),
       opts_(opts),
       pool_(std::make_unique<ThreadPool>(threads_for(opts.n_threads))),
-      cache_(kv_shape(model), cache_options(model, opts)),
+      cache_(model.kv_shape(), cache_options(model, opts)),
       seq_(cache_.create_sequence()),
       forward_(model, *pool_, std::max<int64_t>(1, std::min(opts.n_batch, cache_.n_ctx())), cache_.n_ctx(),
                opts.all_logits ? std::max<int64_t>(1, std::min(opts.n_batch, cache_.n_ctx())) : 1) {

@@ -85,6 +85,9 @@ void add_bench(CLI::App& app) {
       return;
     }
     LoadedModel lm = load_model(o->m);
+    auto draw = [&](std::string_view what, int64_t done, int64_t total) {
+      progress.update(what, static_cast<double>(done), static_cast<double>(total));
+    };
     if (o->ttft > 0) {
       nlohmann::json jr = nlohmann::json::array();
       if (!o->json) {
@@ -131,9 +134,7 @@ void add_bench(CLI::App& app) {
                        format_bytes(r.peak_kv_bytes));
             std::fflush(stdout);
           },
-          [&](std::string_view what, int64_t done, int64_t total) {
-            progress.update(what, static_cast<double>(done), static_cast<double>(total));
-          });
+          draw);
       progress.clear();
       if (o->json) {
         nlohmann::json jr = nlohmann::json::array();
@@ -181,9 +182,7 @@ void add_bench(CLI::App& app) {
                      tg ? "" : fmt::format("{:.1f}", r.int8_gops), limit_text(r));
           std::fflush(stdout);
         },
-        [&](std::string_view what, int64_t done, int64_t total) {
-          progress.update(what, static_cast<double>(done), static_cast<double>(total));
-        });
+        draw);
     progress.clear();
     if (o->json) {
       nlohmann::json jr = nlohmann::json::array();
