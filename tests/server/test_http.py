@@ -271,3 +271,40 @@ def test_sigterm_drain_is_bounded(start_server):
     m = re.findall(r"chat \S+ (\w+): \d+ prompt tokens \(\d+ cached\), (\d+) generated", srv.log())
     assert m and int(m[-1][1]) < 4000, m
     conn.close()
+
+
+# --- many clients connecting at once ----------------------------------------------------------------
+
+
+def test_a_burst_of_connections_is_served_at_once(server):
+    # 200 clients connect in the same instant. With a listen backlog of 5 (cpp-httplib's), most
+    # wait for SYN retransmissions (1 s, 3 s, 7 s, ...) and some time out; with a wide one, none.
+    n = 200
+    barrier = threading.Barrier(n)
+    results: list[tuple[bool, float]] = []
+    lock = threading.Lock()
+
+    def one():
+        barrier.wait()
+        t0 = time.monotonic()
+        ok = False
+        try:
+            with socket.create_connection(("127.0.0.1", server.port), timeout=20) as s:
+                s.sendall(b"GET /health HTTP/1.1\r\nHost: tally\r\nConnection: close\r\n\r\n")
+                data = b""
+                while chunk := s.recv(4096):
+                    data += chunk
+                ok = data.startswith(b"HTTP/1.1 200")
+        except OSError:
+            pass
+        with lock:
+            results.append((ok, time.monotonic() - t0))
+
+    threads = [threading.Thread(target=one) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(ok for ok, _ in results), f"{sum(not ok for ok, _ in results)} of {n} connections failed"
+    slowest = max(t for _, t in results)
+    assert slowest < 3, f"the slowest of {n} connections took {slowest:.1f} s"
