@@ -134,10 +134,13 @@ def one_request(t: Target, req: dict, retries: int) -> Outcome:
         headers["Authorization"] = f"Bearer {t.api_key}"
     for attempt in range(retries + 1):
         conn = t.connect()
+        phase = "sending the request"
         try:
             t0 = time.perf_counter()
             conn.request("POST", t.path, body=data, headers=headers)
+            phase = "waiting for the response"
             resp = conn.getresponse()
+            phase = "reading the response"
             if resp.status == 429:
                 out.rejected_429 += 1
                 retry_after = resp.getheader("Retry-After")
@@ -157,9 +160,10 @@ def one_request(t: Target, req: dict, retries: int) -> Outcome:
             if not ctype.startswith("text/event-stream"):
                 out.status, out.error = "error", f"Content-Type {ctype!r}, not text/event-stream"
                 return out
+            phase = "reading the stream"
             return read_stream(resp, conn, req, t0, out)
         except (OSError, http.client.HTTPException) as e:
-            out.status, out.error = "error", f"{type(e).__name__}: {e}"
+            out.status, out.error = "error", f"{type(e).__name__} {phase}: {e}"
             return out
         finally:
             conn.close()
