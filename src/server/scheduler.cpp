@@ -99,6 +99,15 @@ void Scheduler::begin_drain() {
   draining_ = true;
 }
 
+void Scheduler::cancel_all() {
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    cancel_all_ = true;
+    for (auto& job : queue_) job->cancel();
+  }
+  cv_.notify_all();
+}
+
 bool Scheduler::wait_idle(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(m_);
   return cv_.wait_for(lock, timeout, [&] { return queue_.empty() && gauges_.running_requests == 0; });
@@ -239,6 +248,8 @@ void Scheduler::loop() {
       std::unique_lock<std::mutex> lock(m_);
       cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !running_.empty(); });
       if (stop_) break;
+      if (cancel_all_)
+        for (auto& r : running_) r->job->cancel();
     }
     // Admissions, in order: the head of the queue waits until it fits.
     for (;;) {

@@ -47,6 +47,9 @@ class Scheduler {
   void begin_drain();
   // Waits until nothing is queued or running, at most `timeout`; true if idle.
   bool wait_idle(std::chrono::milliseconds timeout);
+  // Ends every queued and running job now (finish_reason "cancelled"): the
+  // end of a drain that ran out of time.
+  void cancel_all();
 
   EngineGauges gauges() const;
   // One request's context: the pool's size, at most the model's trained context.
@@ -74,7 +77,7 @@ class Scheduler {
   mutable std::mutex m_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
-  bool stop_ = false, draining_ = false;
+  bool stop_ = false, draining_ = false, cancel_all_ = false;
   EngineGauges gauges_;
   uint64_t next_id_ = 0;
   std::thread thread_;

@@ -87,7 +87,11 @@ void add_serve(CLI::App& app) {
       fmt::print(stderr, "tally serve: {} received: draining (at most {} s)\n", sig == SIGTERM ? "SIGTERM" : "SIGINT",
                  o->drain_seconds);
       scheduler.begin_drain();
-      scheduler.wait_idle(std::chrono::seconds(o->drain_seconds));
+      if (!scheduler.wait_idle(std::chrono::seconds(o->drain_seconds))) {
+        fmt::print(stderr, "tally serve: drain time is up: cancelling what still runs\n");
+        scheduler.cancel_all();
+        scheduler.wait_idle(std::chrono::seconds(5));
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the streams' last events and [DONE]
       api.stop();
     });
