@@ -1,11 +1,13 @@
 // The split row layout (split_layout.h): repacking keeps every value (an odd
 // block count gets a zero padding block), and the kernels of each SIMD level
 // (AVX2, AVX-VNNI, AVX-512 VNNI, each tested directly where the CPU has it)
-// agree with the scalar reference, with each other bit for bit, and with
-// themselves whatever the tile shape or row range.
+// agree with the scalar reference (also at the largest magnitudes, where the
+// 16-bit partial sums of AVX2 come closest to overflowing), with each other
+// bit for bit, and with themselves whatever the tile shape or row range.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -19,10 +21,12 @@
 namespace tally {
 namespace {
 
+using test::extreme_activations;
+using test::extreme_rows;
 using test::random_activations;
 using test::random_rows;
 
-constexpr DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q8_0};
+constexpr DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0};
 // nb = 1 and 3 (odd: a padding block), 2 (tail only), 6 (tail only), 8 (one
 // full group), 18 (2 groups + tail 2), 19 (odd), 48.
 constexpr int64_t kCols[] = {32, 96, 64, 192, 256, 576, 608, 1536};
@@ -78,6 +82,11 @@ TEST(SplitLayout, RepackKeepsEveryValue) {
           }
           const uint8_t* blk = native.data() + r * row_bytes(type, cols) + b * tr.type_size;
           ASSERT_EQ(std::memcmp(quants, blk + tr.type_size - qsb, qsb), 0) << dtype_name(type) << " block " << b;
+          if (type == DType::Q5_0 || type == DType::Q5_1) {
+            uint32_t qh;
+            std::memcpy(&qh, blk + tr.type_size - qsb - 4, 4);
+            ASSERT_EQ(split_block_high_bits(type, s.w.row(r), nb, b), qh) << dtype_name(type) << " block " << b;
+          }
         }
       }
     }
@@ -100,6 +109,25 @@ TEST(SplitLayout, SimdMatchesScalarReference) {
                   << name << " " << dtype_name(type) << " " << rows << "x" << cols << " tokens " << tokens << " at " << i;
           }
         }
+}
+
+// Every quant at the top of its range and activations of magnitude 127: the
+// integer sums reach their bounds (AVX2 keeps up to 8 Q4 or 4 Q5 products in
+// 16 bits) and must still equal the scalar reference's.
+TEST(SplitLayout, LargestMagnitudesMatchScalarReference) {
+  for (DType type : kTypes)
+    for (int64_t cols : kCols) {
+      const int64_t rows = 5, tokens = 6;
+      const Split s = make_split(type, rows, cols, extreme_rows(type, rows, cols));
+      const auto x = extreme_activations(tokens, cols);
+      const auto ref = run(gemm_split_scalar, s.w, x, tokens);
+      for (const auto& [name, level] : variants()) {
+        const auto got = run(kernel(level, type), s.w, x, tokens);
+        for (size_t i = 0; i < ref.size(); ++i)
+          ASSERT_NEAR(got[i], ref[i], 1e-5f * (1 + std::fabs(ref[i])))
+              << name << " " << dtype_name(type) << " cols " << cols << " at " << i;
+      }
+    }
 }
 
 TEST(SplitLayout, VariantsAreBitIdentical) {
