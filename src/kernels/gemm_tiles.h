@@ -75,6 +75,11 @@ constexpr int kPrefetch = 8192;
 
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
+// An empty asm the value passes through: the compiler keeps a sum chain in
+// the order written instead of reassociating it into a tree whose many live
+// products spill to the stack.
+inline void keep(__m256i& v) { __asm__("" : "+x"(v)); }
+
 // The W (8, 4 or 2) high-bit bytes of a run broadcast over 32 bytes
 // (split_layout.h: byte p of a quant load finds its bits in byte p % 4W).
 template <int W>
@@ -116,6 +121,7 @@ struct Lanes256 {
       for (int j = 0; j < T; ++j) {
         p[j] = i == 0 ? D::part(lo, load256(x[j])) : D::part_acc(p[j], lo, load256(x[j] + 32 * i));
         p[j] = D::part_acc(p[j], hi, load256(x[j] + 16 * W + 32 * i));
+        keep(p[j]);
       }
     }
     for (int j = 0; j < T; ++j) out[j] = D::widen(p[j]);
@@ -137,6 +143,7 @@ struct Lanes256 {
       for (int j = 0; j < T; ++j) {
         p[j] = i % 2 == 0 ? D::part(lo, load256(x[j] + 32 * i)) : D::part_acc(p[j], lo, load256(x[j] + 32 * i));
         p[j] = D::part_acc(p[j], hi, load256(x[j] + 16 * W + 32 * i));
+        keep(p[j]);
         if (i % 2 == 1 || i == W / 2 - 1) out[j] = i < 2 ? D::widen(p[j]) : _mm256_add_epi32(out[j], D::widen(p[j]));
       }
     };
@@ -170,6 +177,8 @@ struct Lanes256 {
         const __m256i xh = _mm256_sign_epi8(load256(x[j] + 128 + 32 * i), hi);
         plo[j] = i == 0 ? D::part(ulo, xl) : D::part_acc(plo[j], ulo, xl);
         phi[j] = i == 0 ? D::part(uhi, xh) : D::part_acc(phi[j], uhi, xh);
+        keep(plo[j]);
+        keep(phi[j]);
       }
     }
     for (int j = 0; j < T; ++j) {
@@ -184,7 +193,10 @@ struct Lanes256 {
     for (int i = 0; i < W; ++i) {
       const __m256i q = load256(w + 32 * i);
       const __m256i qa = _mm256_sign_epi8(q, q);
-      for (int j = 0; j < T; ++j) out[j] = D::dot_acc(out[j], qa, _mm256_sign_epi8(load256(x[j] + 32 * i), q));
+      for (int j = 0; j < T; ++j) {
+        out[j] = D::dot_acc(out[j], qa, _mm256_sign_epi8(load256(x[j] + 32 * i), q));
+        keep(out[j]);
+      }
     }
   }
 };
