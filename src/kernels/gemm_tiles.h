@@ -58,12 +58,16 @@ struct DotVnni {
 };
 #endif
 
-// 8 f16 scales from p; a tail group (count < 8, even) reads only its own and
-// pads with 0 (a masked load of count / 2 dwords: no store to forward from).
-inline __m256 load_half8(const uint8_t* p, int64_t count) {
-  if (count == 8) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  const __m128i mask = _mm_cmpgt_epi32(_mm_set1_epi32(static_cast<int>(count / 2)), _mm_setr_epi32(0, 1, 2, 3));
-  return _mm256_cvtph_ps(_mm_maskload_epi32(reinterpret_cast<const int*>(p), mask));
+// W (8, 4 or 2) f16 scales from p in lanes 0..W-1, zeros above (reads only its own).
+template <int W>
+inline __m256 load_half8(const uint8_t* p) {
+  if constexpr (W == 8) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  else if constexpr (W == 4) return _mm256_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  else {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm256_cvtph_ps(_mm_cvtsi32_si128(v));
+  }
 }
 
 // Weights stream from memory once per token: asking for the bytes 8 KiB ahead
@@ -292,7 +296,9 @@ inline __m256 repeat_half(const uint8_t* p) {
 // The W floats at p in lanes 0..W-1, zeros above (reads nothing past p + W).
 template <int W>
 inline __m256 load_first(const float* p) {
-  return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(W), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+  if constexpr (W == 8) return _mm256_loadu_ps(p);
+  else if constexpr (W == 4) return _mm256_zextps128_ps256(_mm_loadu_ps(p));
+  else return _mm256_zextps128_ps256(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p))));
 }
 
 // Weight formats. Each walks a row's runs (for_each_run) and gives, for a run
@@ -317,8 +323,8 @@ struct SplitFmt {
                                                     __m256& mw) {
     const uint8_t* d = row + nb * (kQsBytes + kQhBytes);
     dw = repeat_half<W>(d + 2 * b0);
-    if constexpr (kMinStored) mw = load_half8(d + 2 * nb + 2 * b0, W);
-    else if constexpr (kMin) mw = W == 8 ? dw : load_half8(d + 2 * b0, W);
+    if constexpr (kMinStored) mw = load_half8<W>(d + 2 * nb + 2 * b0);
+    else if constexpr (kMin) mw = W == 8 ? dw : load_half8<W>(d + 2 * b0);
   }
   template <class L, int W, int T>
   __attribute__((always_inline)) static void sums(const uint8_t* row, int64_t nb, int64_t b0, const int8_t* const* x,
@@ -388,31 +394,68 @@ struct KquantFmt {
   }
 };
 
-// R rows x T tokens, run by run in block order. Per (row, token) and run:
-// acc += sums * (d_w * d_x), lane by lane (repeating scales for runs under 8
-// blocks), and accm += m_w * s_x over the run's blocks, whatever R, T and L are.
+// The sums of the lanes of 4 vectors, {sum a, sum b, sum c, sum d}, each as
+// ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)).
+inline __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
+  const __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+  return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
+}
+// The sum of the lanes of one vector, in the same order as hsum4.
+inline float hsum1(__m256 a) {
+  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a, a), a);
+  return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+}
+
+// What the tiles read of a matrix and of the packed activations, copied into
+// locals once per call (the compiler cannot keep members of the arguments in
+// registers across the stores to y).
+struct TileArgs {
+  const uint8_t* w;   // rows of row_bytes
+  uint64_t row_bytes;
+  int64_t rows, nb;   // nb: blocks per row (split_blocks)
+  const int8_t* xq;   // activation pack: (n, nb * 32) quants, (n, nb8) d and s
+  const float *xd, *xs;
+  int64_t nb8;
+  float* y;           // (n, rows)
+  TileArgs(const WeightMatrix& m, const ActivationPack& x, float* out)
+      : w(m.data), row_bytes(m.row_bytes), rows(m.rows), nb(split_blocks(m.cols)), xq(x.q.data()), xd(x.d.data()),
+        xs(x.s.data()), nb8(x.nb8), y(out) {}
+};
+
+// R rows x T tokens (R * T is 1, 2 or 4), run by run in block order. Per (row,
+// token) and run: acc += sums * (d_w * d_x), lane by lane (repeating scales
+// for runs under 8 blocks), and accm += m_w * s_x over the run's blocks; then
+// acc + kMinScale * accm per lane, and the lanes summed in the order of hsum4,
+// whatever R, T and L are.
 template <class S, class L, int R, int T>
-__attribute__((always_inline)) inline void split_tile(const WeightMatrix& w, int64_t r, const ActivationPack& x,
-                                                      int64_t t, float* y) {
-  const int64_t nb = split_blocks(w.cols);
+__attribute__((always_inline)) inline void split_tile(const TileArgs& a, int64_t r, int64_t t) {
+  static_assert(R * T == 1 || R * T == 2 || R * T == 4);
+  const int64_t nb = a.nb;
   __m256 acc[R][T], accm[R][T];
   const uint8_t* qs[R];
   for (int i = 0; i < R; ++i) {
-    qs[i] = w.row(r + i);
+    qs[i] = a.w + static_cast<uint64_t>(r + i) * a.row_bytes;
     for (int j = 0; j < T; ++j) acc[i][j] = accm[i][j] = _mm256_setzero_ps();
   }
   if (t == 0)  // the first token tile of these rows asks for the rows ahead
-    for (uint64_t off = 0; off < R * w.row_bytes; off += 64)
+    for (uint64_t off = 0; off < R * a.row_bytes; off += 64)
       _mm_prefetch(reinterpret_cast<const char*>(qs[0] + kPrefetch + off), _MM_HINT_T0);
+  const int8_t* xq0[T];
+  const float *xd[T], *xs[T];
+  for (int j = 0; j < T; ++j) {
+    xq0[j] = a.xq + (t + j) * nb * 32;
+    xd[j] = a.xd + (t + j) * a.nb8;
+    xs[j] = a.xs + (t + j) * a.nb8;
+  }
   auto run = [&](auto width, int64_t b0) __attribute__((always_inline)) {
     constexpr int W = decltype(width)::value;
     __m256 dx[T], sx[T];
-    for (int j = 0; j < T; ++j) {
-      dx[j] = repeat_ps<W>(x.d_row(t + j) + b0);
-      if constexpr (S::kMin) sx[j] = W == 8 ? _mm256_loadu_ps(x.s_row(t + j) + b0) : load_first<W>(x.s_row(t + j) + b0);
-    }
     const int8_t* xq[T];
-    for (int j = 0; j < T; ++j) xq[j] = x.q_at(t + j, b0);
+    for (int j = 0; j < T; ++j) {
+      dx[j] = repeat_ps<W>(xd[j] + b0);
+      if constexpr (S::kMin) sx[j] = load_first<W>(xs[j] + b0);
+      xq[j] = xq0[j] + b0 * 32;
+    }
     for (int i = 0; i < R; ++i) {
       __m256 dw, mw;
       S::template scales<W>(qs[i], nb, b0, dw, mw);
@@ -425,12 +468,19 @@ __attribute__((always_inline)) inline void split_tile(const WeightMatrix& w, int
     }
   };
   S::for_each_run(nb, run);
-  for (int i = 0; i < R; ++i)
-    for (int j = 0; j < T; ++j) {
-      float v = hsum(acc[i][j]);
-      if constexpr (S::kMin) v += S::kMinScale * hsum(accm[i][j]);
-      y[(t + j) * w.rows + r + i] = v;
-    }
+  if constexpr (S::kMin)
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < T; ++j) acc[i][j] = _mm256_fmadd_ps(accm[i][j], _mm256_set1_ps(S::kMinScale), acc[i][j]);
+  if constexpr (R == 4) {  // 4 rows of one token: contiguous in y
+    _mm_storeu_ps(a.y + t * a.rows + r, hsum4(acc[0][0], acc[1][0], acc[2][0], acc[3][0]));
+  } else if constexpr (T == 4) {
+    alignas(16) float v[4];
+    _mm_store_ps(v, hsum4(acc[0][0], acc[0][1], acc[0][2], acc[0][3]));
+    for (int j = 0; j < 4; ++j) a.y[(t + j) * a.rows + r] = v[j];
+  } else {
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < T; ++j) a.y[(t + j) * a.rows + r + i] = hsum1(acc[i][j]);
+  }
 }
 
 template <class S, class L>
@@ -438,19 +488,20 @@ __attribute__((always_inline)) inline void split_rows(const WeightMatrix& w, con
                                                       int64_t r0, int64_t r1) {
   constexpr int64_t kTokenChunk = 16;  // keeps the chunk's packed activations in L1
   constexpr int kRows = 4;
+  const TileArgs a(w, x, y);
   if (x.n == 1) {  // decode: one activation row feeds 4 weight rows
     int64_t r = r0;
-    for (; r + kRows <= r1; r += kRows) split_tile<S, L, kRows, 1>(w, r, x, 0, y);
-    for (; r < r1; ++r) split_tile<S, L, 1, 1>(w, r, x, 0, y);
+    for (; r + kRows <= r1; r += kRows) split_tile<S, L, kRows, 1>(a, r, 0);
+    for (; r < r1; ++r) split_tile<S, L, 1, 1>(a, r, 0);
     return;
   }
   for (int64_t t0 = 0; t0 < x.n; t0 += kTokenChunk) {  // prefill: one unpacked weight run feeds 4 tokens
     const int64_t t1 = std::min(x.n, t0 + kTokenChunk);
     for (int64_t r = r0; r < r1; ++r) {
       int64_t t = t0;
-      for (; t + 4 <= t1; t += 4) split_tile<S, L, 1, 4>(w, r, x, t, y);
-      for (; t + 2 <= t1; t += 2) split_tile<S, L, 1, 2>(w, r, x, t, y);
-      if (t < t1) split_tile<S, L, 1, 1>(w, r, x, t, y);
+      for (; t + 4 <= t1; t += 4) split_tile<S, L, 1, 4>(a, r, t);
+      for (; t + 2 <= t1; t += 2) split_tile<S, L, 1, 2>(a, r, t);
+      if (t < t1) split_tile<S, L, 1, 1>(a, r, t);
     }
   }
 }
