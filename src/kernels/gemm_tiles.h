@@ -1,11 +1,10 @@
 #pragma once
 // The matrix kernels of the split and K-quant layouts (split_layout.h,
 // kquant_layout.h) as templates over the weight format, the lane width and the
-// integer dot instruction. Included only
-// by translation units compiled for the instruction set they use
-// (gemm_avx2.cpp: -mavx2 -mfma -mf16c, gemm_vnni.cpp: also -mavxvnni,
-// gemm_avx512.cpp: AVX-512 F/BW/VL/VNNI); internal linkage keeps the copies
-// apart. A tile of R rows x T tokens unpacks each weight run once for T tokens
+// integer dot instruction. Included only by translation units compiled for
+// the instruction set they use (gemm_avx2.cpp: -mavx2 -mfma -mf16c,
+// gemm_vnni.cpp: also -mavxvnni, gemm_avx512.cpp: AVX-512 F/BW/VL/VNNI);
+// internal linkage keeps the copies apart. A tile of R rows x T tokens unpacks each weight run once for T tokens
 // and loads each activation run once for R rows. Per (row, token) the
 // arithmetic is that of one dot product in run order, so results depend on
 // neither the tile shape nor n_tokens: prefill and decode agree bit for bit,
@@ -25,13 +24,6 @@
 
 namespace tally {
 namespace {
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // Sums of 4 adjacent u8 x s8 products in 8 int32 lanes (exact for our ranges);
 // dot_acc adds them to acc. Partial sums (part, part_acc, then widen to the 8
@@ -302,9 +294,10 @@ inline __m256 load_first(const float* p) {
 }
 
 // Weight formats. Each walks a row's runs (for_each_run) and gives, for a run
-// of W blocks starting at block b0 of a row (nb blocks), the integer sums of T tokens (sums) and the per-lane
-// weight scale dw and min mw (scales); the tile adds (dw * dx) * sums and
-// mw * sx per lane, and kMinScale times the min total at the end.
+// of W blocks starting at block b0 of a row (nb blocks), the integer sums of
+// T tokens (sums) and the per-lane weight scale dw and min mw (scales); the
+// tile adds (dw * dx) * sums and mw * sx per lane, and kMinScale times the
+// mins to the sum before the lanes are added.
 
 // The split layout: value = d * q + m with m = kMinScale * (the stored m if
 // kMinStored, else d); kOffset: the value offset folded into the min (Q4_0 8,

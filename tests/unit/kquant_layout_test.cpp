@@ -20,15 +20,18 @@
 #include "kernels/dequantize.h"
 #include "kernels/kernel_table.h"
 #include "kernels/kquant_layout.h"
+#include "gemm_checks.h"
 #include "random_blocks.h"
 
 namespace tally {
 namespace {
 
+using test::expect_same_bits_per_token_and_row_range;
 using test::extreme_activations;
 using test::extreme_rows;
 using test::random_activations;
 using test::random_rows;
+using test::run_gemm;
 
 constexpr DType kTypes[] = {DType::Q4_K, DType::Q5_K, DType::Q6_K};
 // 1, 2, 3, 6 and 9 super-blocks (1536: SmolLM2's feed-forward width).
@@ -51,13 +54,6 @@ std::vector<SimdLevel> levels() {
   for (SimdLevel l : {SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx2Vnni, SimdLevel::Avx512Vnni})
     if (simd_supported(l)) v.push_back(l);
   return v;
-}
-
-std::vector<float> run(GemmFn fn, const WeightMatrix& w, const std::vector<BlockQ8>& x, int64_t tokens) {
-  const ActivationPack pack = ActivationPack::of(x.data(), tokens, w.cols / 32);
-  std::vector<float> y(static_cast<size_t>(w.rows * tokens), std::nanf(""));
-  fn(w, pack, y.data(), 0, w.rows);
-  return y;
 }
 
 // Sum over (value, token) of |terms| the kernels add in float: |w_i x_i| and,
@@ -130,10 +126,10 @@ TEST(KquantLayout, EveryLevelMatchesScalarReference) {
           const auto native = extreme ? extreme_rows(type, rows, cols) : random_rows(type, rows, cols, rng);
           const auto x = extreme ? extreme_activations(tokens, cols) : random_activations(tokens, cols, rng);
           const Kquant k = make_kquant(type, rows, cols, native);
-          const auto ref = run(gemm_kquant_scalar, k.w, x, tokens);
+          const auto ref = run_gemm(gemm_kquant_scalar, k.w, x, tokens);
           const auto terms = term_sums(type, native, rows, cols, x, tokens);
           for (SimdLevel level : levels()) {
-            const auto got = run(kernels_at(level).gemm_for(type), k.w, x, tokens);
+            const auto got = run_gemm(kernels_at(level).gemm_for(type), k.w, x, tokens);
             for (size_t i = 0; i < ref.size(); ++i)
               ASSERT_LE(std::fabs(got[i] - ref[i]), 2e-6 * terms[i] + 1e-30)
                   << simd_level_name(level) << " " << dtype_name(type) << " " << rows << "x" << cols << " tokens "
@@ -154,9 +150,9 @@ TEST(KquantLayout, SimdLevelsAreBitIdentical) {
       const int64_t rows = 11, tokens = 6;
       const Kquant k = make_kquant(type, rows, cols, random_rows(type, rows, cols, rng));
       const auto x = random_activations(tokens, cols, rng);
-      const auto first = run(kernels_at(simd[0]).gemm_for(type), k.w, x, tokens);
+      const auto first = run_gemm(kernels_at(simd[0]).gemm_for(type), k.w, x, tokens);
       for (size_t i = 1; i < simd.size(); ++i)
-        EXPECT_EQ(run(kernels_at(simd[i]).gemm_for(type), k.w, x, tokens), first)
+        EXPECT_EQ(run_gemm(kernels_at(simd[i]).gemm_for(type), k.w, x, tokens), first)
             << simd_level_name(simd[i]) << " vs " << simd_level_name(simd[0]) << " " << dtype_name(type) << " cols "
             << cols;
     }
@@ -172,16 +168,8 @@ TEST(KquantLayout, ResultsDoNotDependOnTokenCountOrRowRange) {
       const int64_t rows = 23, cols = 1536, tokens = 19;
       const Kquant k = make_kquant(type, rows, cols, random_rows(type, rows, cols, rng));
       const auto x = random_activations(tokens, cols, rng);
-      const auto all = run(fn, k.w, x, tokens);
-      for (int64_t t = 0; t < tokens; ++t) {
-        const ActivationPack one = ActivationPack::of(x.data() + t * (cols / 32), 1, cols / 32);
-        std::vector<float> y(rows);
-        fn(k.w, one, y.data(), 0, 7);
-        fn(k.w, one, y.data(), 7, rows);
-        for (int64_t r = 0; r < rows; ++r)
-          ASSERT_EQ(y[r], all[t * rows + r]) << simd_level_name(level) << " " << dtype_name(type) << " t " << t
-                                             << " r " << r;
-      }
+      expect_same_bits_per_token_and_row_range(fn, k.w, x, tokens,
+                                               std::string(simd_level_name(level)) + " " + std::string(dtype_name(type)));
     }
 }
 

@@ -16,15 +16,18 @@
 #include "kernels/dequantize.h"
 #include "kernels/kernel_table.h"
 #include "kernels/split_layout.h"
+#include "gemm_checks.h"
 #include "random_blocks.h"
 
 namespace tally {
 namespace {
 
+using test::expect_same_bits_per_token_and_row_range;
 using test::extreme_activations;
 using test::extreme_rows;
 using test::random_activations;
 using test::random_rows;
+using test::run_gemm;
 
 constexpr DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0};
 // nb = 1 and 3 (odd: a padding block), 2 (tail only), 6 (tail only), 8 (one
@@ -51,13 +54,6 @@ std::vector<std::pair<const char*, SimdLevel>> variants() {
 }
 
 GemmFn kernel(SimdLevel level, DType type) { return kernels_at(level).gemm_for(type); }
-
-std::vector<float> run(GemmFn fn, const WeightMatrix& w, const std::vector<BlockQ8>& x, int64_t tokens) {
-  const ActivationPack pack = ActivationPack::of(x.data(), tokens, w.cols / 32);
-  std::vector<float> y(static_cast<size_t>(w.rows * tokens), std::nanf(""));
-  fn(w, pack, y.data(), 0, w.rows);
-  return y;
-}
 
 TEST(SplitLayout, RepackKeepsEveryValue) {
   std::mt19937 rng(3);
@@ -101,9 +97,9 @@ TEST(SplitLayout, SimdMatchesScalarReference) {
         for (int64_t tokens : {1, 3, 17}) {
           const Split s = make_split(type, rows, cols, random_rows(type, rows, cols, rng));
           const auto x = random_activations(tokens, cols, rng);
-          const auto ref = run(gemm_split_scalar, s.w, x, tokens);
+          const auto ref = run_gemm(gemm_split_scalar, s.w, x, tokens);
           for (const auto& [name, level] : variants()) {
-            const auto got = run(kernel(level, type), s.w, x, tokens);
+            const auto got = run_gemm(kernel(level, type), s.w, x, tokens);
             for (size_t i = 0; i < ref.size(); ++i)
               ASSERT_NEAR(got[i], ref[i], 1e-4f * (1 + std::fabs(ref[i])))
                   << name << " " << dtype_name(type) << " " << rows << "x" << cols << " tokens " << tokens << " at " << i;
@@ -120,9 +116,9 @@ TEST(SplitLayout, LargestMagnitudesMatchScalarReference) {
       const int64_t rows = 5, tokens = 6;
       const Split s = make_split(type, rows, cols, extreme_rows(type, rows, cols));
       const auto x = extreme_activations(tokens, cols);
-      const auto ref = run(gemm_split_scalar, s.w, x, tokens);
+      const auto ref = run_gemm(gemm_split_scalar, s.w, x, tokens);
       for (const auto& [name, level] : variants()) {
-        const auto got = run(kernel(level, type), s.w, x, tokens);
+        const auto got = run_gemm(kernel(level, type), s.w, x, tokens);
         for (size_t i = 0; i < ref.size(); ++i)
           ASSERT_NEAR(got[i], ref[i], 1e-5f * (1 + std::fabs(ref[i])))
               << name << " " << dtype_name(type) << " cols " << cols << " at " << i;
@@ -139,9 +135,9 @@ TEST(SplitLayout, VariantsAreBitIdentical) {
       const int64_t rows = 11, tokens = 6;
       const Split s = make_split(type, rows, cols, random_rows(type, rows, cols, rng));
       const auto x = random_activations(tokens, cols, rng);
-      const auto first = run(kernel(v[0].second, type), s.w, x, tokens);
+      const auto first = run_gemm(kernel(v[0].second, type), s.w, x, tokens);
       for (size_t i = 1; i < v.size(); ++i)
-        EXPECT_EQ(run(kernel(v[i].second, type), s.w, x, tokens), first) << v[i].first << " vs " << v[0].first << " "
+        EXPECT_EQ(run_gemm(kernel(v[i].second, type), s.w, x, tokens), first) << v[i].first << " vs " << v[0].first << " "
                                                                   << dtype_name(type) << " cols " << cols;
     }
 }
@@ -156,15 +152,7 @@ TEST(SplitLayout, ResultsDoNotDependOnTokenCountOrRowRange) {
       const int64_t rows = 23, cols = 576, tokens = 19;
       const Split s = make_split(type, rows, cols, random_rows(type, rows, cols, rng));
       const auto x = random_activations(tokens, cols, rng);
-      const auto all = run(fn, s.w, x, tokens);
-      for (int64_t t = 0; t < tokens; ++t) {
-        const ActivationPack one = ActivationPack::of(x.data() + t * (cols / 32), 1, cols / 32);
-        std::vector<float> y(rows);
-        fn(s.w, one, y.data(), 0, 7);
-        fn(s.w, one, y.data(), 7, rows);
-        for (int64_t r = 0; r < rows; ++r)
-          ASSERT_EQ(y[r], all[t * rows + r]) << name << " " << dtype_name(type) << " t " << t << " r " << r;
-      }
+      expect_same_bits_per_token_and_row_range(fn, s.w, x, tokens, std::string(name) + " " + std::string(dtype_name(type)));
     }
 }
 
