@@ -1,17 +1,30 @@
 #pragma once
-// Checks shared by the layout tests (split_layout_test.cpp,
+// Helpers shared by the layout tests (split_layout_test.cpp,
 // kquant_layout_test.cpp): one kernel entry run directly, and its results
 // independent of the tile shape, the token count and the row range.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "kernels/activation_pack.h"
 #include "kernels/kernel_table.h"
+#include "kernels/matmul.h"
 
 namespace tally::test {
+
+// A matrix in the layout of its kernels, with the storage that keeps it.
+struct LaidOut {
+  std::unique_ptr<uint8_t[]> bytes;
+  WeightMatrix w;
+};
+inline LaidOut lay_out(DType type, int64_t rows, int64_t cols, const std::vector<uint8_t>& native) {
+  LaidOut m;
+  m.w = make_weight_matrix(type, rows, cols, native.data(), m.bytes);
+  return m;
+}
 
 // fn's product of all rows of w and `tokens` activation rows.
 inline std::vector<float> run_gemm(GemmFn fn, const WeightMatrix& w, const std::vector<BlockQ8>& x, int64_t tokens) {

@@ -26,27 +26,14 @@
 namespace tally {
 namespace {
 
-using test::expect_same_bits_per_token_and_row_range;
 using test::extreme_activations;
 using test::extreme_rows;
 using test::random_activations;
 using test::random_rows;
-using test::run_gemm;
 
 constexpr DType kTypes[] = {DType::Q4_K, DType::Q5_K, DType::Q6_K};
 // 1, 2, 3, 6 and 9 super-blocks (1536: SmolLM2's feed-forward width).
 constexpr int64_t kCols[] = {256, 512, 768, 1536, 2304};
-
-struct Kquant {
-  std::unique_ptr<uint8_t[]> bytes;
-  WeightMatrix w;
-};
-
-Kquant make_kquant(DType type, int64_t rows, int64_t cols, const std::vector<uint8_t>& native) {
-  Kquant k;
-  k.w = make_weight_matrix(type, rows, cols, native.data(), k.bytes);
-  return k;
-}
 
 // The levels this CPU runs, scalar first.
 std::vector<SimdLevel> levels() {
@@ -92,7 +79,7 @@ TEST(KquantLayout, RepackKeepsEveryValue) {
     for (int64_t cols : kCols) {
       const int64_t rows = 3;
       for (const auto& native : {random_rows(type, rows, cols, rng), extreme_rows(type, rows, cols)}) {
-        const Kquant k = make_kquant(type, rows, cols, native);
+        const test::LaidOut k = test::lay_out(type, rows, cols, native);
         ASSERT_EQ(k.w.layout, RowLayout::Kquant);
         ASSERT_EQ(k.w.row_bytes, row_bytes(type, cols)) << "the layout keeps the file's size";
         std::vector<float> want(cols), got(cols);
@@ -125,11 +112,11 @@ TEST(KquantLayout, EveryLevelMatchesScalarReference) {
           const bool extreme = rows == 5;
           const auto native = extreme ? extreme_rows(type, rows, cols) : random_rows(type, rows, cols, rng);
           const auto x = extreme ? extreme_activations(tokens, cols) : random_activations(tokens, cols, rng);
-          const Kquant k = make_kquant(type, rows, cols, native);
-          const auto ref = run_gemm(gemm_kquant_scalar, k.w, x, tokens);
+          const test::LaidOut k = test::lay_out(type, rows, cols, native);
+          const auto ref = test::run_gemm(gemm_kquant_scalar, k.w, x, tokens);
           const auto terms = term_sums(type, native, rows, cols, x, tokens);
           for (SimdLevel level : levels()) {
-            const auto got = run_gemm(kernels_at(level).gemm_for(type), k.w, x, tokens);
+            const auto got = test::run_gemm(kernels_at(level).gemm_for(type), k.w, x, tokens);
             for (size_t i = 0; i < ref.size(); ++i)
               ASSERT_LE(std::fabs(got[i] - ref[i]), 2e-6 * terms[i] + 1e-30)
                   << simd_level_name(level) << " " << dtype_name(type) << " " << rows << "x" << cols << " tokens "
@@ -148,11 +135,11 @@ TEST(KquantLayout, SimdLevelsAreBitIdentical) {
   for (DType type : kTypes)
     for (int64_t cols : kCols) {
       const int64_t rows = 11, tokens = 6;
-      const Kquant k = make_kquant(type, rows, cols, random_rows(type, rows, cols, rng));
+      const test::LaidOut k = test::lay_out(type, rows, cols, random_rows(type, rows, cols, rng));
       const auto x = random_activations(tokens, cols, rng);
-      const auto first = run_gemm(kernels_at(simd[0]).gemm_for(type), k.w, x, tokens);
+      const auto first = test::run_gemm(kernels_at(simd[0]).gemm_for(type), k.w, x, tokens);
       for (size_t i = 1; i < simd.size(); ++i)
-        EXPECT_EQ(run_gemm(kernels_at(simd[i]).gemm_for(type), k.w, x, tokens), first)
+        EXPECT_EQ(test::run_gemm(kernels_at(simd[i]).gemm_for(type), k.w, x, tokens), first)
             << simd_level_name(simd[i]) << " vs " << simd_level_name(simd[0]) << " " << dtype_name(type) << " cols "
             << cols;
     }
@@ -166,9 +153,9 @@ TEST(KquantLayout, ResultsDoNotDependOnTokenCountOrRowRange) {
     for (DType type : kTypes) {
       const GemmFn fn = kernels_at(level).gemm_for(type);
       const int64_t rows = 23, cols = 1536, tokens = 19;
-      const Kquant k = make_kquant(type, rows, cols, random_rows(type, rows, cols, rng));
+      const test::LaidOut k = test::lay_out(type, rows, cols, random_rows(type, rows, cols, rng));
       const auto x = random_activations(tokens, cols, rng);
-      expect_same_bits_per_token_and_row_range(fn, k.w, x, tokens,
+      test::expect_same_bits_per_token_and_row_range(fn, k.w, x, tokens,
                                                std::string(simd_level_name(level)) + " " + std::string(dtype_name(type)));
     }
 }

@@ -22,28 +22,15 @@
 namespace tally {
 namespace {
 
-using test::expect_same_bits_per_token_and_row_range;
 using test::extreme_activations;
 using test::extreme_rows;
 using test::random_activations;
 using test::random_rows;
-using test::run_gemm;
 
 constexpr DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0};
 // nb = 1 and 3 (odd: a padding block), 2 (tail only), 6 (tail only), 8 (one
 // full group), 18 (2 groups + tail 2), 19 (odd), 48.
 constexpr int64_t kCols[] = {32, 96, 64, 192, 256, 576, 608, 1536};
-
-struct Split {
-  std::unique_ptr<uint8_t[]> bytes;
-  WeightMatrix w;
-};
-
-Split make_split(DType type, int64_t rows, int64_t cols, const std::vector<uint8_t>& native) {
-  Split s;
-  s.w = make_weight_matrix(type, rows, cols, native.data(), s.bytes);
-  return s;
-}
 
 // The SIMD kernels this CPU can run, by name.
 std::vector<std::pair<const char*, SimdLevel>> variants() {
@@ -61,7 +48,7 @@ TEST(SplitLayout, RepackKeepsEveryValue) {
     for (int64_t cols : kCols) {
       const int64_t rows = 3, nb = split_blocks(cols);
       const auto native = random_rows(type, rows, cols, rng);
-      const Split s = make_split(type, rows, cols, native);
+      const test::LaidOut s = test::lay_out(type, rows, cols, native);
       const auto& tr = traits(type);
       const int qsb = type == DType::Q8_0 ? 32 : 16;
       std::vector<float> want(cols), got(cols);
@@ -95,11 +82,11 @@ TEST(SplitLayout, SimdMatchesScalarReference) {
     for (int64_t cols : kCols)
       for (int64_t rows : {1, 5, 13})
         for (int64_t tokens : {1, 3, 17}) {
-          const Split s = make_split(type, rows, cols, random_rows(type, rows, cols, rng));
+          const test::LaidOut s = test::lay_out(type, rows, cols, random_rows(type, rows, cols, rng));
           const auto x = random_activations(tokens, cols, rng);
-          const auto ref = run_gemm(gemm_split_scalar, s.w, x, tokens);
+          const auto ref = test::run_gemm(gemm_split_scalar, s.w, x, tokens);
           for (const auto& [name, level] : variants()) {
-            const auto got = run_gemm(kernel(level, type), s.w, x, tokens);
+            const auto got = test::run_gemm(kernel(level, type), s.w, x, tokens);
             for (size_t i = 0; i < ref.size(); ++i)
               ASSERT_NEAR(got[i], ref[i], 1e-4f * (1 + std::fabs(ref[i])))
                   << name << " " << dtype_name(type) << " " << rows << "x" << cols << " tokens " << tokens << " at " << i;
@@ -114,11 +101,11 @@ TEST(SplitLayout, LargestMagnitudesMatchScalarReference) {
   for (DType type : kTypes)
     for (int64_t cols : kCols) {
       const int64_t rows = 5, tokens = 6;
-      const Split s = make_split(type, rows, cols, extreme_rows(type, rows, cols));
+      const test::LaidOut s = test::lay_out(type, rows, cols, extreme_rows(type, rows, cols));
       const auto x = extreme_activations(tokens, cols);
-      const auto ref = run_gemm(gemm_split_scalar, s.w, x, tokens);
+      const auto ref = test::run_gemm(gemm_split_scalar, s.w, x, tokens);
       for (const auto& [name, level] : variants()) {
-        const auto got = run_gemm(kernel(level, type), s.w, x, tokens);
+        const auto got = test::run_gemm(kernel(level, type), s.w, x, tokens);
         for (size_t i = 0; i < ref.size(); ++i)
           ASSERT_NEAR(got[i], ref[i], 1e-5f * (1 + std::fabs(ref[i])))
               << name << " " << dtype_name(type) << " cols " << cols << " at " << i;
@@ -133,11 +120,11 @@ TEST(SplitLayout, VariantsAreBitIdentical) {
   for (DType type : kTypes)
     for (int64_t cols : kCols) {
       const int64_t rows = 11, tokens = 6;
-      const Split s = make_split(type, rows, cols, random_rows(type, rows, cols, rng));
+      const test::LaidOut s = test::lay_out(type, rows, cols, random_rows(type, rows, cols, rng));
       const auto x = random_activations(tokens, cols, rng);
-      const auto first = run_gemm(kernel(v[0].second, type), s.w, x, tokens);
+      const auto first = test::run_gemm(kernel(v[0].second, type), s.w, x, tokens);
       for (size_t i = 1; i < v.size(); ++i)
-        EXPECT_EQ(run_gemm(kernel(v[i].second, type), s.w, x, tokens), first) << v[i].first << " vs " << v[0].first << " "
+        EXPECT_EQ(test::run_gemm(kernel(v[i].second, type), s.w, x, tokens), first) << v[i].first << " vs " << v[0].first << " "
                                                                   << dtype_name(type) << " cols " << cols;
     }
 }
@@ -150,9 +137,9 @@ TEST(SplitLayout, ResultsDoNotDependOnTokenCountOrRowRange) {
     for (DType type : kTypes) {
       const GemmFn fn = kernel(level, type);
       const int64_t rows = 23, cols = 576, tokens = 19;
-      const Split s = make_split(type, rows, cols, random_rows(type, rows, cols, rng));
+      const test::LaidOut s = test::lay_out(type, rows, cols, random_rows(type, rows, cols, rng));
       const auto x = random_activations(tokens, cols, rng);
-      expect_same_bits_per_token_and_row_range(fn, s.w, x, tokens, std::string(name) + " " + std::string(dtype_name(type)));
+      test::expect_same_bits_per_token_and_row_range(fn, s.w, x, tokens, std::string(name) + " " + std::string(dtype_name(type)));
     }
 }
 
