@@ -1,4 +1,4 @@
-// AVX2 instances of the split-layout kernels (this file is compiled with
+// AVX2 instances of the split and K-quant layout kernels (this file is compiled with
 // -mavx2 -mfma -mf16c and only called after the CPU check).
 #include "kernels/kernel_table.h"
 

@@ -1,10 +1,10 @@
 #pragma once
-// The split-layout matrix kernels (split_layout.h) as templates over the
-// weight format, the lane width and the integer dot instruction. Included only
-// by translation units compiled for the instruction set they use
-// (gemm_avx2.cpp: -mavx2 -mfma -mf16c, gemm_vnni.cpp: also -mavxvnni,
-// gemm_avx512.cpp: AVX-512 F/BW/VL/VNNI); internal linkage keeps the copies
-// apart. A tile of R rows x T tokens unpacks each weight run once for T tokens
+// The matrix kernels of the split and K-quant layouts (split_layout.h,
+// kquant_layout.h) as templates over the weight format, the lane width and the
+// integer dot instruction. Included only by translation units compiled for
+// the instruction set they use (gemm_avx2.cpp: -mavx2 -mfma -mf16c,
+// gemm_vnni.cpp: also -mavxvnni, gemm_avx512.cpp: AVX-512 F/BW/VL/VNNI);
+// internal linkage keeps the copies apart. A tile of R rows x T tokens unpacks each weight run once for T tokens
 // and loads each activation run once for R rows. Per (row, token) the
 // arithmetic is that of one dot product in run order, so results depend on
 // neither the tile shape nor n_tokens: prefill and decode agree bit for bit,
@@ -18,40 +18,48 @@
 #include "kernels/activation_pack.h"
 #include "kernels/activation_q8.h"
 #include "kernels/kernel_table.h"
+#include "kernels/kquant_layout.h"
 #include "kernels/matmul.h"
 #include "kernels/split_layout.h"
 
 namespace tally {
 namespace {
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 // Sums of 4 adjacent u8 x s8 products in 8 int32 lanes (exact for our ranges);
-// dot_acc adds them to acc.
+// dot_acc adds them to acc. Partial sums (part, part_acc, then widen to the 8
+// int32 lanes): AVX2 keeps vpmaddubsw's 16-bit pair sums and widens once, so
+// a caller may chain at most part_products(umax) products into one part
+// (umax: the largest unsigned operand); VNNI parts are already 32-bit.
+constexpr int part_products(int umax) { return 32767 / (2 * 127 * umax); }
 struct DotAvx2 {
   static __m256i dot(__m256i u, __m256i s) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
   }
   static __m256i dot_acc(__m256i acc, __m256i u, __m256i s) { return _mm256_add_epi32(acc, dot(u, s)); }
+  static __m256i part(__m256i u, __m256i s) { return _mm256_maddubs_epi16(u, s); }
+  static __m256i part_acc(__m256i p, __m256i u, __m256i s) { return _mm256_add_epi16(p, _mm256_maddubs_epi16(u, s)); }
+  static __m256i widen(__m256i p) { return _mm256_madd_epi16(p, _mm256_set1_epi16(1)); }
 };
 #ifdef __AVXVNNI__
 struct DotVnni {
   static __m256i dot(__m256i u, __m256i s) { return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s); }
   static __m256i dot_acc(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
+  static __m256i part(__m256i u, __m256i s) { return dot(u, s); }
+  static __m256i part_acc(__m256i p, __m256i u, __m256i s) { return dot_acc(p, u, s); }
+  static __m256i widen(__m256i p) { return p; }
 };
 #endif
 
-// 8 f16 scales from p; a tail group (count < 8, even) reads only its own and
-// pads with 0 (a masked load of count / 2 dwords: no store to forward from).
-inline __m256 load_half8(const uint8_t* p, int64_t count) {
-  if (count == 8) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  const __m128i mask = _mm_cmpgt_epi32(_mm_set1_epi32(static_cast<int>(count / 2)), _mm_setr_epi32(0, 1, 2, 3));
-  return _mm256_cvtph_ps(_mm_maskload_epi32(reinterpret_cast<const int*>(p), mask));
+// W (8, 4 or 2) f16 scales from p in lanes 0..W-1, zeros above (reads only its own).
+template <int W>
+inline __m256 load_half8(const uint8_t* p) {
+  if constexpr (W == 8) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  else if constexpr (W == 4) return _mm256_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  else {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm256_cvtph_ps(_mm_cvtsi32_si128(v));
+  }
 }
 
 // Weights stream from memory once per token: asking for the bytes 8 KiB ahead
@@ -62,6 +70,32 @@ inline __m256 load_half8(const uint8_t* p, int64_t count) {
 constexpr int kPrefetch = 8192;
 
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// An empty asm the value passes through: the compiler keeps a sum chain in
+// the order written instead of reassociating it into a tree whose many live
+// products spill to the stack.
+inline void keep(__m256i& v) { __asm__("" : "+x"(v)); }
+
+// The W (8, 4 or 2) high-bit bytes of a run broadcast over 32 bytes
+// (split_layout.h: byte p of a quant load finds its bits in byte p % 4W).
+template <int W>
+inline __m256i load_high_bits(const uint8_t* hb) {
+  if constexpr (W == 8) return load256(hb);
+  else if constexpr (W == 4) return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hb)));
+  else {
+    int64_t v;
+    std::memcpy(&v, hb, 8);
+    return _mm256_set1_epi64x(v);
+  }
+}
+// High bits for quant load i of a run of W: each byte's slot k (bits 2k, 2k+1)
+// moved to bits 0 and 1. k = (32 i + p) / 4W is the same over each 8 bytes.
+template <int W, int I>
+inline __m256i high_bits_slot(__m256i h) {
+  if constexpr (W == 8) return _mm256_srli_epi64(h, 2 * I);
+  else if constexpr (W == 4) return _mm256_srlv_epi64(h, _mm256_setr_epi64x(4 * I, 4 * I, 4 * I + 2, 4 * I + 2));
+  else return _mm256_srlv_epi64(h, _mm256_setr_epi64x(0, 2, 4, 6));
+}
 
 // Integer sums of one run of W blocks (split_layout.h) for T tokens: lane l
 // holds a partial sum of block l % W (the whole block sum when W = 8).
@@ -74,13 +108,78 @@ struct Lanes256 {
   // 16+4k.. (high nibbles, meeting the x dwords 4 W further on).
   template <int W, int T>
   __attribute__((always_inline)) static void q4(const uint8_t* w, const int8_t* const* x, __m256i* out) {
+    static_assert(W <= part_products(15));
     const __m256i m4 = _mm256_set1_epi8(15);
-    for (int j = 0; j < T; ++j) out[j] = _mm256_setzero_si256();
+    __m256i p[T];
     for (int i = 0; i < W / 2; ++i) {
       const __m256i q = load256(w + 32 * i);
       const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-      for (int j = 0; j < T; ++j)
-        out[j] = D::dot_acc(D::dot_acc(out[j], lo, load256(x[j] + 32 * i)), hi, load256(x[j] + 16 * W + 32 * i));
+      for (int j = 0; j < T; ++j) {
+        p[j] = i == 0 ? D::part(lo, load256(x[j])) : D::part_acc(p[j], lo, load256(x[j] + 32 * i));
+        p[j] = D::part_acc(p[j], hi, load256(x[j] + 16 * W + 32 * i));
+        keep(p[j]);
+      }
+    }
+    for (int j = 0; j < T; ++j) out[j] = D::widen(p[j]);
+  }
+  // 5-bit values: the 4 low bits as q4, the 5th from the run's high bits hb.
+  template <int W, int T>
+  __attribute__((always_inline)) static void q5(const uint8_t* w, const uint8_t* hb, const int8_t* const* x,
+                                                __m256i* out) {
+    static_assert(part_products(31) == 4);  // two loads (4 products) per part
+    const __m256i m4 = _mm256_set1_epi8(15), b4 = _mm256_set1_epi8(16);
+    const __m256i h = load_high_bits<W>(hb);
+    __m256i p[T];
+    auto load = [&](auto ic) __attribute__((always_inline)) {
+      constexpr int i = decltype(ic)::value;
+      const __m256i q = load256(w + 32 * i), hs = high_bits_slot<W, i>(h);
+      const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_slli_epi16(hs, 4), b4));
+      const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                         _mm256_and_si256(_mm256_slli_epi16(hs, 3), b4));
+      for (int j = 0; j < T; ++j) {
+        p[j] = i % 2 == 0 ? D::part(lo, load256(x[j] + 32 * i)) : D::part_acc(p[j], lo, load256(x[j] + 32 * i));
+        p[j] = D::part_acc(p[j], hi, load256(x[j] + 16 * W + 32 * i));
+        keep(p[j]);
+        if (i % 2 == 1 || i == W / 2 - 1) out[j] = i < 2 ? D::widen(p[j]) : _mm256_add_epi32(out[j], D::widen(p[j]));
+      }
+    };
+    load(std::integral_constant<int, 0>{});
+    if constexpr (W >= 4) load(std::integral_constant<int, 1>{});
+    if constexpr (W == 8) {
+      load(std::integral_constant<int, 2>{});
+      load(std::integral_constant<int, 3>{});
+    }
+  }
+  // Q6_K (kquant_layout.h), a run of 8 sub-blocks: the 6-bit values less 32,
+  // signed, with |w| as the unsigned operand and the sign moved to x. lo:
+  // the sums over the first 16 values of each sub-block, hi: the last 16.
+  template <int T>
+  __attribute__((always_inline)) static void q6(const uint8_t* w, const uint8_t* top, const int8_t* const* x,
+                                                __m256i* lo_out, __m256i* hi_out) {
+    static_assert(part_products(32) >= 4);  // |q - 32| <= 32, 4 loads per part
+    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(0x30), c32 = _mm256_set1_epi8(32);
+    __m256i plo[T], phi[T];
+    for (int i = 0; i < 4; ++i) {
+      const __m256i q = load256(w + 32 * i), t = load256(top + 32 * (i >> 1));
+      // top bits of the low values at 4(i&1), of the high ones at 4(i&1)+2: moved to bits 4, 5
+      const __m256i tl = i % 2 == 0 ? _mm256_slli_epi16(t, 4) : t;
+      const __m256i th = i % 2 == 0 ? _mm256_slli_epi16(t, 2) : _mm256_srli_epi16(t, 2);
+      const __m256i lo = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(q, m4), _mm256_and_si256(tl, m2)), c32);
+      const __m256i hi = _mm256_sub_epi8(
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_and_si256(th, m2)), c32);
+      const __m256i ulo = _mm256_abs_epi8(lo), uhi = _mm256_abs_epi8(hi);
+      for (int j = 0; j < T; ++j) {
+        const __m256i xl = _mm256_sign_epi8(load256(x[j] + 32 * i), lo);
+        const __m256i xh = _mm256_sign_epi8(load256(x[j] + 128 + 32 * i), hi);
+        plo[j] = i == 0 ? D::part(ulo, xl) : D::part_acc(plo[j], ulo, xl);
+        phi[j] = i == 0 ? D::part(uhi, xh) : D::part_acc(phi[j], uhi, xh);
+        keep(plo[j]);
+        keep(phi[j]);
+      }
+    }
+    for (int j = 0; j < T; ++j) {
+      lo_out[j] = D::widen(plo[j]);
+      hi_out[j] = D::widen(phi[j]);
     }
   }
   // Signed: |w| is the unsigned operand and the sign moves to x.
@@ -90,7 +189,10 @@ struct Lanes256 {
     for (int i = 0; i < W; ++i) {
       const __m256i q = load256(w + 32 * i);
       const __m256i qa = _mm256_sign_epi8(q, q);
-      for (int j = 0; j < T; ++j) out[j] = D::dot_acc(out[j], qa, _mm256_sign_epi8(load256(x[j] + 32 * i), q));
+      for (int j = 0; j < T; ++j) {
+        out[j] = D::dot_acc(out[j], qa, _mm256_sign_epi8(load256(x[j] + 32 * i), q));
+        keep(out[j]);
+      }
     }
   }
 };
@@ -100,10 +202,14 @@ struct Lanes256 {
 struct DotVnni512 {
   static __m256i dot(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
   static __m256i dot_acc(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
+  static __m256i part(__m256i u, __m256i s) { return dot(u, s); }
+  static __m256i part_acc(__m256i p, __m256i u, __m256i s) { return dot_acc(p, u, s); }
+  static __m256i widen(__m256i p) { return p; }
 };
 
 // Runs of 8 with 64-byte loads (two dwords of the 8 blocks at once; lanes
-// 8..15 fold onto 0..7 at the end); the shorter runs as Lanes256.
+// 8..15 fold onto 0..7 at the end); the shorter runs, and the 5- and 6-bit
+// formats, as Lanes256 with the same instruction.
 struct Lanes512 {
   using Dot = DotVnni512;
   using Narrow = Lanes256<DotVnni512>;
@@ -131,6 +237,16 @@ struct Lanes512 {
     }
   }
   template <int W, int T>
+  __attribute__((always_inline)) static void q5(const uint8_t* w, const uint8_t* hb, const int8_t* const* x,
+                                                __m256i* out) {
+    Narrow::template q5<W, T>(w, hb, x, out);
+  }
+  template <int T>
+  __attribute__((always_inline)) static void q6(const uint8_t* w, const uint8_t* top, const int8_t* const* x,
+                                                __m256i* lo_out, __m256i* hi_out) {
+    Narrow::template q6<T>(w, top, x, lo_out, hi_out);
+  }
+  template <int W, int T>
   __attribute__((always_inline)) static void q8(const uint8_t* w, const int8_t* const* x, __m256i* out) {
     if constexpr (W < 8) {
       Narrow::q8<W, T>(w, x, out);
@@ -152,26 +268,6 @@ struct Lanes512 {
 };
 #endif
 
-// Weight formats of the split layout. value = d * q + m with
-// m = kMinScale * (kMinIsD ? d : the stored m).
-template <bool kQ8, bool kMinStored, int kMinScaleX>
-struct SplitFmt {
-  static constexpr int kQsBytes = kQ8 ? 32 : 16;
-  static constexpr bool kMin = !kQ8, kMinIsD = !kMinStored;
-  static constexpr float kMinScale = static_cast<float>(kMinScaleX);
-  template <class L, int W, int T>
-  __attribute__((always_inline)) static void sums(const uint8_t* qs, int64_t b0, const ActivationPack& x, int64_t t,
-                                                  __m256i* out) {
-    const int8_t* xq[T];
-    for (int j = 0; j < T; ++j) xq[j] = x.q_at(t + j, b0);
-    if constexpr (kQ8) L::template q8<W, T>(qs + b0 * kQsBytes, xq, out);
-    else L::template q4<W, T>(qs + b0 * kQsBytes, xq, out);
-  }
-};
-using SplitQ4_1 = SplitFmt<false, true, 1>;
-using SplitQ4_0 = SplitFmt<false, false, -8>;  // (q - 8) d = q d + (-8) d: the min term reuses d
-using SplitQ8_0 = SplitFmt<true, false, 0>;
-
 // 8 floats repeating the W (8, 4 or 2) at p: lane l gets p[l % W].
 template <int W>
 inline __m256 repeat_ps(const float* p) {
@@ -192,52 +288,192 @@ inline __m256 repeat_half(const uint8_t* p) {
 // The W floats at p in lanes 0..W-1, zeros above (reads nothing past p + W).
 template <int W>
 inline __m256 load_first(const float* p) {
-  return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(W), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+  if constexpr (W == 8) return _mm256_loadu_ps(p);
+  else if constexpr (W == 4) return _mm256_zextps128_ps256(_mm_loadu_ps(p));
+  else return _mm256_zextps128_ps256(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p))));
 }
 
-// R rows x T tokens, run by run in block order. Per (row, token) and run:
-// acc += sums * (d_w * d_x), lane by lane (repeating scales for runs under 8
-// blocks), and accm += m_w * s_x over the run's blocks, whatever R, T and L are.
+// Weight formats. Each walks a row's runs (for_each_run) and gives, for a run
+// of W blocks starting at block b0 of a row (nb blocks), the integer sums of
+// T tokens (sums) and the per-lane weight scale dw and min mw (scales); the
+// tile adds (dw * dx) * sums and mw * sx per lane, and kMinScale times the
+// mins to the sum before the lanes are added.
+
+// The split layout: value = d * q + m with m = kMinScale * (the stored m if
+// kMinStored, else d); kOffset: the value offset folded into the min (Q4_0 8,
+// Q5_0 16).
+template <int kBits, bool kMinStored, int kOffset>
+struct SplitFmt {
+  static constexpr int kQsBytes = kBits == 8 ? 32 : 16, kQhBytes = kBits == 5 ? 4 : 0;
+  static constexpr bool kMin = kMinStored || kOffset != 0;
+  static constexpr float kMinScale = kMinStored ? 1.0f : -static_cast<float>(kOffset);
+  template <class F>
+  __attribute__((always_inline)) static void for_each_run(int64_t nb, F&& f) {
+    for_each_split_run(nb, f);
+  }
+  template <int W>
+  __attribute__((always_inline)) static void scales(const uint8_t* row, int64_t nb, int64_t b0, __m256& dw,
+                                                    __m256& mw) {
+    const uint8_t* d = row + nb * (kQsBytes + kQhBytes);
+    dw = repeat_half<W>(d + 2 * b0);
+    if constexpr (kMinStored) mw = load_half8<W>(d + 2 * nb + 2 * b0);
+    else if constexpr (kMin) mw = W == 8 ? dw : load_half8<W>(d + 2 * b0);
+  }
+  template <class L, int W, int T>
+  __attribute__((always_inline)) static void sums(const uint8_t* row, int64_t nb, int64_t b0, const int8_t* const* x,
+                                                  __m256i* out) {
+    if constexpr (kBits == 8) L::template q8<W, T>(row + b0 * kQsBytes, x, out);
+    else if constexpr (kBits == 4) L::template q4<W, T>(row + b0 * kQsBytes, x, out);
+    else L::template q5<W, T>(row + b0 * kQsBytes, row + nb * kQsBytes + 4 * b0, x, out);
+  }
+};
+using SplitQ4_1 = SplitFmt<4, true, 0>;
+using SplitQ4_0 = SplitFmt<4, false, 8>;  // (q - 8) d = q d + (-8) d: the min term reuses d
+using SplitQ5_1 = SplitFmt<5, true, 0>;
+using SplitQ5_0 = SplitFmt<5, false, 16>;
+using SplitQ8_0 = SplitFmt<8, false, 0>;
+
+// The K-quant layout: one run of 8 sub-blocks per super-block (nb / 8 of them).
+// Q4_K/Q5_K: dw = d * sc, mw = dmin * m (exact products: 11 x 6 bits), value =
+// dw q - mw. Q6_K: the 16-value scales go into the integer sum (exact:
+// |sum| < 2^24), dw = d.
+template <DType kType>
+struct KquantFmt {
+  static constexpr bool kMin = kType != DType::Q6_K;
+  static constexpr float kMinScale = -1.0f;
+  template <class F>
+  __attribute__((always_inline)) static void for_each_run(int64_t nb, F&& f) {
+    for (int64_t b0 = 0; b0 < nb; b0 += 8) f(std::integral_constant<int, 8>{}, b0);
+  }
+  static __m256 bytes_ps(uint64_t v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(v)))); }
+  static __m256 half_ps(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(h)));
+  }
+  template <int W>
+  __attribute__((always_inline)) static void scales(const uint8_t* row, int64_t nb, int64_t b0, __m256& dw,
+                                                    __m256& mw) {
+    static_assert(W == 8);
+    const KquantPlanes pl = kquant_planes(kType, nb / 8);
+    if constexpr (kType == DType::Q6_K) {
+      dw = half_ps(row + pl.d + b0 / 4);
+    } else {
+      const uint8_t* meta = row + pl.meta + 2 * b0;
+      uint64_t sc, mn;
+      kquant_scales_mins(meta + 4, &sc, &mn);
+      dw = _mm256_mul_ps(half_ps(meta), bytes_ps(sc));
+      mw = _mm256_mul_ps(half_ps(meta + 2), bytes_ps(mn));
+    }
+  }
+  template <class L, int W, int T>
+  __attribute__((always_inline)) static void sums(const uint8_t* row, int64_t nb, int64_t b0, const int8_t* const* x,
+                                                  __m256i* out) {
+    static_assert(W == 8);
+    const KquantPlanes pl = kquant_planes(kType, nb / 8);
+    if constexpr (kType == DType::Q4_K) {
+      L::template q4<8, T>(row + 16 * b0, x, out);
+    } else if constexpr (kType == DType::Q5_K) {
+      L::template q5<8, T>(row + 16 * b0, row + pl.bits + 4 * b0, x, out);
+    } else {
+      __m256i lo[T], hi[T];
+      L::template q6<T>(row + 16 * b0, row + pl.bits + 8 * b0, x, lo, hi);
+      const uint8_t* sc = row + pl.meta + 2 * b0;
+      const __m256i sc_lo = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc)));
+      const __m256i sc_hi = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 8)));
+      for (int j = 0; j < T; ++j)
+        out[j] = _mm256_add_epi32(_mm256_mullo_epi32(lo[j], sc_lo), _mm256_mullo_epi32(hi[j], sc_hi));
+    }
+  }
+};
+
+// The sums of the lanes of 4 vectors, {sum a, sum b, sum c, sum d}, each as
+// ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)).
+inline __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
+  const __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+  return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
+}
+// The sum of the lanes of one vector, in the same order as hsum4.
+inline float hsum1(__m256 a) {
+  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a, a), a);
+  return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+}
+
+// What the tiles read of a matrix and of the packed activations, copied into
+// locals once per call (the compiler cannot keep members of the arguments in
+// registers across the stores to y).
+struct TileArgs {
+  const uint8_t* w;   // rows of row_bytes
+  uint64_t row_bytes;
+  int64_t rows, nb;   // nb: blocks per row (split_blocks)
+  const int8_t* xq;   // activation pack: (n, nb * 32) quants, (n, nb8) d and s
+  const float *xd, *xs;
+  int64_t nb8;
+  float* y;           // (n, rows)
+  TileArgs(const WeightMatrix& m, const ActivationPack& x, float* out)
+      : w(m.data), row_bytes(m.row_bytes), rows(m.rows), nb(split_blocks(m.cols)), xq(x.q.data()), xd(x.d.data()),
+        xs(x.s.data()), nb8(x.nb8), y(out) {}
+};
+
+// R rows x T tokens (R * T is 1, 2 or 4), run by run in block order. Per (row,
+// token) and run: acc += sums * (d_w * d_x), lane by lane (repeating scales
+// for runs under 8 blocks), and accm += m_w * s_x over the run's blocks; then
+// acc + kMinScale * accm per lane, and the lanes summed in the order of hsum4,
+// whatever R, T and L are.
 template <class S, class L, int R, int T>
-__attribute__((always_inline)) inline void split_tile(const WeightMatrix& w, int64_t r, const ActivationPack& x,
-                                                      int64_t t, float* y) {
-  const int64_t nb = split_blocks(w.cols);
+__attribute__((always_inline)) inline void split_tile(const TileArgs& a, int64_t r, int64_t t) {
+  static_assert(R * T == 1 || R * T == 2 || R * T == 4);
+  const int64_t nb = a.nb;
   __m256 acc[R][T], accm[R][T];
   const uint8_t* qs[R];
   for (int i = 0; i < R; ++i) {
-    qs[i] = w.row(r + i);
+    qs[i] = a.w + static_cast<uint64_t>(r + i) * a.row_bytes;
     for (int j = 0; j < T; ++j) acc[i][j] = accm[i][j] = _mm256_setzero_ps();
   }
   if (t == 0)  // the first token tile of these rows asks for the rows ahead
-    for (uint64_t off = 0; off < R * w.row_bytes; off += 64)
+    for (uint64_t off = 0; off < R * a.row_bytes; off += 64)
       _mm_prefetch(reinterpret_cast<const char*>(qs[0] + kPrefetch + off), _MM_HINT_T0);
+  const int8_t* xq0[T];
+  const float *xd[T], *xs[T];
+  for (int j = 0; j < T; ++j) {
+    xq0[j] = a.xq + (t + j) * nb * 32;
+    xd[j] = a.xd + (t + j) * a.nb8;
+    xs[j] = a.xs + (t + j) * a.nb8;
+  }
   auto run = [&](auto width, int64_t b0) __attribute__((always_inline)) {
     constexpr int W = decltype(width)::value;
     __m256 dx[T], sx[T];
+    const int8_t* xq[T];
     for (int j = 0; j < T; ++j) {
-      dx[j] = repeat_ps<W>(x.d_row(t + j) + b0);
-      sx[j] = W == 8 ? _mm256_loadu_ps(x.s_row(t + j) + b0) : load_first<W>(x.s_row(t + j) + b0);
+      dx[j] = repeat_ps<W>(xd[j] + b0);
+      if constexpr (S::kMin) sx[j] = load_first<W>(xs[j] + b0);
+      xq[j] = xq0[j] + b0 * 32;
     }
     for (int i = 0; i < R; ++i) {
-      const uint8_t* dw_ptr = qs[i] + nb * S::kQsBytes;
-      const __m256 dw = repeat_half<W>(dw_ptr + 2 * b0);
+      __m256 dw, mw;
+      S::template scales<W>(qs[i], nb, b0, dw, mw);
       __m256i sums[T];
-      S::template sums<L, W, T>(qs[i], b0, x, t, sums);
-      __m256 mw = W == 8 ? dw : load_half8(dw_ptr + 2 * b0, W);
-      if constexpr (S::kMin && !S::kMinIsD) mw = load_half8(dw_ptr + 2 * nb + 2 * b0, W);
+      S::template sums<L, W, T>(qs[i], nb, b0, xq, sums);
       for (int j = 0; j < T; ++j) {
         acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[j]), _mm256_mul_ps(dw, dx[j]), acc[i][j]);
         if constexpr (S::kMin) accm[i][j] = _mm256_fmadd_ps(mw, sx[j], accm[i][j]);
       }
     }
   };
-  for_each_split_run(nb, run);
-  for (int i = 0; i < R; ++i)
-    for (int j = 0; j < T; ++j) {
-      float v = hsum(acc[i][j]);
-      if constexpr (S::kMin) v += S::kMinScale * hsum(accm[i][j]);
-      y[(t + j) * w.rows + r + i] = v;
-    }
+  S::for_each_run(nb, run);
+  if constexpr (S::kMin)
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < T; ++j) acc[i][j] = _mm256_fmadd_ps(accm[i][j], _mm256_set1_ps(S::kMinScale), acc[i][j]);
+  if constexpr (R == 4) {  // 4 rows of one token: contiguous in y
+    _mm_storeu_ps(a.y + t * a.rows + r, hsum4(acc[0][0], acc[1][0], acc[2][0], acc[3][0]));
+  } else if constexpr (T == 4) {
+    alignas(16) float v[4];
+    _mm_store_ps(v, hsum4(acc[0][0], acc[0][1], acc[0][2], acc[0][3]));
+    for (int j = 0; j < 4; ++j) a.y[(t + j) * a.rows + r] = v[j];
+  } else {
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < T; ++j) a.y[(t + j) * a.rows + r + i] = hsum1(acc[i][j]);
+  }
 }
 
 template <class S, class L>
@@ -245,36 +481,40 @@ __attribute__((always_inline)) inline void split_rows(const WeightMatrix& w, con
                                                       int64_t r0, int64_t r1) {
   constexpr int64_t kTokenChunk = 16;  // keeps the chunk's packed activations in L1
   constexpr int kRows = 4;
+  const TileArgs a(w, x, y);
   if (x.n == 1) {  // decode: one activation row feeds 4 weight rows
     int64_t r = r0;
-    for (; r + kRows <= r1; r += kRows) split_tile<S, L, kRows, 1>(w, r, x, 0, y);
-    for (; r < r1; ++r) split_tile<S, L, 1, 1>(w, r, x, 0, y);
+    for (; r + kRows <= r1; r += kRows) split_tile<S, L, kRows, 1>(a, r, 0);
+    for (; r < r1; ++r) split_tile<S, L, 1, 1>(a, r, 0);
     return;
   }
   for (int64_t t0 = 0; t0 < x.n; t0 += kTokenChunk) {  // prefill: one unpacked weight run feeds 4 tokens
     const int64_t t1 = std::min(x.n, t0 + kTokenChunk);
     for (int64_t r = r0; r < r1; ++r) {
       int64_t t = t0;
-      for (; t + 4 <= t1; t += 4) split_tile<S, L, 1, 4>(w, r, x, t, y);
-      for (; t + 2 <= t1; t += 2) split_tile<S, L, 1, 2>(w, r, x, t, y);
-      if (t < t1) split_tile<S, L, 1, 1>(w, r, x, t, y);
+      for (; t + 4 <= t1; t += 4) split_tile<S, L, 1, 4>(a, r, t);
+      for (; t + 2 <= t1; t += 2) split_tile<S, L, 1, 2>(a, r, t);
+      if (t < t1) split_tile<S, L, 1, 1>(a, r, t);
     }
   }
 }
 
-// The split kernels of one lane width and dot instruction (L: Lanes256<D> or
-// Lanes512) into a kernel table.
+// The kernels of the split and K-quant layouts for one lane width and dot
+// instruction (L: Lanes256<D> or Lanes512) into a kernel table.
+template <class S, class L>
+void gemm_of(const WeightMatrix& w, const ActivationPack& x, float* y, int64_t r0, int64_t r1) {
+  split_rows<S, L>(w, x, y, r0, r1);
+}
 template <class L>
 void install_split_kernels(KernelTable& t) {
-  t.set_gemm(DType::Q4_0, [](const WeightMatrix& w, const ActivationPack& x, float* y, int64_t r0, int64_t r1) {
-    split_rows<SplitQ4_0, L>(w, x, y, r0, r1);
-  });
-  t.set_gemm(DType::Q4_1, [](const WeightMatrix& w, const ActivationPack& x, float* y, int64_t r0, int64_t r1) {
-    split_rows<SplitQ4_1, L>(w, x, y, r0, r1);
-  });
-  t.set_gemm(DType::Q8_0, [](const WeightMatrix& w, const ActivationPack& x, float* y, int64_t r0, int64_t r1) {
-    split_rows<SplitQ8_0, L>(w, x, y, r0, r1);
-  });
+  t.set_gemm(DType::Q4_0, gemm_of<SplitQ4_0, L>);
+  t.set_gemm(DType::Q4_1, gemm_of<SplitQ4_1, L>);
+  t.set_gemm(DType::Q5_0, gemm_of<SplitQ5_0, L>);
+  t.set_gemm(DType::Q5_1, gemm_of<SplitQ5_1, L>);
+  t.set_gemm(DType::Q8_0, gemm_of<SplitQ8_0, L>);
+  t.set_gemm(DType::Q4_K, gemm_of<KquantFmt<DType::Q4_K>, L>);
+  t.set_gemm(DType::Q5_K, gemm_of<KquantFmt<DType::Q5_K>, L>);
+  t.set_gemm(DType::Q6_K, gemm_of<KquantFmt<DType::Q6_K>, L>);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// AVX-VNNI instances of the split-layout kernels (compiled with -mavxvnni as
+// AVX-VNNI instances of the split and K-quant layout kernels (compiled with -mavxvnni as
 // well; called only when the CPU has it). vpdpbusd computes the same integer
 // sums as the AVX2 maddubs + madd pair, so results are bit-identical.
 #include "kernels/kernel_table.h"

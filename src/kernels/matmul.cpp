@@ -4,7 +4,9 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/dequantize.h"
 #include "kernels/kernel_table.h"
+#include "kernels/kquant_layout.h"
 #include "kernels/split_layout.h"
 
 namespace tally {
@@ -41,15 +43,28 @@ void matmul_many(std::span<const MatmulOut> outs, const ActivationPack& x, Threa
 
 WeightMatrix make_weight_matrix(DType type, int64_t rows, int64_t cols, const uint8_t* native,
                                 std::unique_ptr<uint8_t[]>& storage) {
-  WeightMatrix w{type, rows, cols, row_bytes(type, static_cast<uint64_t>(cols)), native, false};
+  WeightMatrix w{type, rows, cols, row_bytes(type, static_cast<uint64_t>(cols)), native, RowLayout::Native};
   if (split_supported(type)) {
     w.row_bytes = split_row_bytes(type, cols);
     storage.reset(new uint8_t[w.row_bytes * static_cast<uint64_t>(rows)]);
     repack_split(type, native, storage.get(), rows, cols);
-    w.data = storage.get();
-    w.split = true;
+    w.layout = RowLayout::Split;
+  } else if (kquant_supported(type)) {
+    w.row_bytes = kquant_row_bytes(type, cols);
+    storage.reset(new uint8_t[w.row_bytes * static_cast<uint64_t>(rows)]);
+    repack_kquant(type, native, storage.get(), rows, cols);
+    w.layout = RowLayout::Kquant;
   }
+  if (storage) w.data = storage.get();
   return w;
+}
+
+void dequantize_matrix_row(const WeightMatrix& w, int64_t r, float* out) {
+  switch (w.layout) {
+    case RowLayout::Split: return dequantize_split_row(w, r, out);
+    case RowLayout::Kquant: return dequantize_kquant_row(w, r, out);
+    case RowLayout::Native: return dequantize_row(w.type, w.row(r), out, static_cast<uint64_t>(w.cols));
+  }
 }
 
 bool matmul_supported(DType type) { return kernels_at(SimdLevel::Scalar).gemm_for(type) != nullptr; }

@@ -16,22 +16,30 @@ namespace tally {
 
 class ThreadPool;
 
+// How a matrix's rows are stored: as in the file (F32, F16, BF16), in the
+// split layout (split_layout.h: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) or in the
+// K-quant layout (kquant_layout.h: Q4_K, Q5_K, Q6_K). The type decides it.
+enum class RowLayout : uint8_t { Native, Split, Kquant };
+
 struct WeightMatrix {
   DType type = DType::F32;
   int64_t rows = 0;       // output features
   int64_t cols = 0;       // input features (multiple of 32 / the block size)
   uint64_t row_bytes = 0;
   const uint8_t* data = nullptr;  // rows * row_bytes bytes: the mapped file, or a repacked copy
-  bool split = false;             // rows in the split layout of split_layout.h (Q4_0, Q4_1, Q8_0 always are)
+  RowLayout layout = RowLayout::Native;
 
   const uint8_t* row(int64_t r) const { return data + static_cast<uint64_t>(r) * row_bytes; }
 };
 
 // A matrix of `type` in the layout its kernels read, from rows x cols values
-// stored as GGUF blocks at `native`: the split formats are repacked into
-// `storage` (allocated here), the others point at `native`.
+// stored as GGUF blocks at `native`: the split and K-quant formats are
+// repacked into `storage` (allocated here), the others point at `native`.
 WeightMatrix make_weight_matrix(DType type, int64_t rows, int64_t cols, const uint8_t* native,
                                 std::unique_ptr<uint8_t[]>& storage);
+// Row r of w as cols floats, whatever its layout (embedding lookups);
+// bit-identical to dequantize_row on the row as stored in the file.
+void dequantize_matrix_row(const WeightMatrix& w, int64_t r, float* out);
 
 // x: the activations packed once per input (activation_pack.h); y: (x.n, rows) floats.
 void matmul(const WeightMatrix& w, const ActivationPack& x, float* y, ThreadPool& pool);

@@ -8,7 +8,6 @@
 #include "io/session_file.h"
 #include "kernels/dequantize.h"
 #include "kernels/matmul.h"
-#include "kernels/split_layout.h"
 
 namespace tally {
 
@@ -90,8 +89,7 @@ uint64_t Model::weight_bytes() const { return file_->total_tensor_bytes(); }
 
 void Model::embed(int32_t token, float* out) const {
   if (token < 0 || token >= cfg_.n_vocab) fail("token id {} is outside the vocabulary [0, {})", token, cfg_.n_vocab);
-  if (token_embd_.split) return dequantize_split_row(token_embd_, token, out);
-  dequantize_row(token_embd_.type, token_embd_.row(token), out, cfg_.n_embd);
+  dequantize_matrix_row(token_embd_, token, out);
 }
 
 }  // namespace tally

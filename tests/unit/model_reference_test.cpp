@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "llama_cpp_reference.h"
 #include "model_test_support.h"
 #include "runtime/generator.h"
 #include "runtime/perplexity.h"
@@ -85,85 +86,18 @@ TEST(ModelReference, LogitsMatchHfTransformers) {
   EXPECT_GE(top1_agree * 100, positions * 92);
 }
 
-// Greedy decoding follows llama.cpp's argmax until a near-tie: where its
-// top-2 margin is below kTieMargin, rounding differences between two correct
-// engines may pick either token (HF f32 and llama.cpp part ways at such steps
-// too). So: (1) free-running, our tokens equal llama.cpp's until a step
-// where its choice was a near-tie (never part at a decisive step); (2) teacher-forced on llama.cpp's continuation, our argmax equals
-// its choice at every step that is not a near-tie.
+// Greedy decoding against llama.cpp, near-ties aside (llama_cpp_reference.h).
 TEST(ModelReference, GreedyMatchesLlamaCpp) {
   TALLY_NEED_MODEL();
-  constexpr double kTieMargin = 0.5;  // of the order of the engines' logit differences
-  const auto fx = load_fixture("model/llama_cpp_greedy.json");
-  const int64_t V = shared_model()->config().n_vocab;
-  for (const auto& p : fx["prompts"]) {
-    const std::string name = p["name"];
-    const auto ids = p["ids"].get<std::vector<int32_t>>();
-    const auto expected = p["continuation"].get<std::vector<int32_t>>();
-    size_t first_tie = expected.size();
-    for (size_t j = 0; j < p["steps"].size(); ++j)
-      if (p["steps"][j]["margin"].get<double>() < kTieMargin) {
-        first_tie = j;
-        break;
-      }
-    SessionOptions o;
-    o.n_ctx = 512;
-    Session s(*shared_model(), o);
-    GenerateOptions g;
-    g.max_tokens = static_cast<int64_t>(expected.size());
-    g.sampling.temperature = 0;
-    const GenerateResult r = generate(s, ids, g);
-    size_t same = 0;
-    while (same < expected.size() && same < r.tokens.size() && r.tokens[same] == expected[same]) ++same;
-    // Where the two continuations part, llama.cpp's own choice must have been a near-tie.
-    if (same < expected.size()) {
-      const double m = p["steps"][same]["margin"].get<double>();
-      EXPECT_LT(m, kTieMargin) << name << ": free-running, diverged from llama.cpp at step " << same
-                               << ", where its choice was decisive (top-2 margin " << m << ")";
-    }
-
-    // Teacher forcing: all logits over prompt + llama.cpp's continuation.
-    SessionOptions ao = o;
-    ao.all_logits = true;
-    Session t(*shared_model(), ao);
-    std::vector<int32_t> full = ids;
-    full.insert(full.end(), expected.begin(), expected.end());
-    std::vector<int32_t> argmaxes;
-    t.append(full, [&](int64_t, const float* l, int64_t rows) {
-      for (int64_t i = 0; i < rows; ++i)
-        argmaxes.push_back(static_cast<int32_t>(std::max_element(l + i * V, l + (i + 1) * V) - (l + i * V)));
-    });
-    size_t decisive = 0, agree = 0;
-    for (size_t j = 0; j < expected.size(); ++j) {
-      if (p["steps"][j]["margin"].get<double>() < kTieMargin) continue;
-      ++decisive;
-      const int32_t ours = argmaxes[ids.size() - 1 + j];
-      agree += ours == expected[j];
-      EXPECT_EQ(ours, expected[j]) << name << " step " << j << " (llama.cpp margin "
-                                   << p["steps"][j]["margin"].get<double>() << ")";
-    }
-    std::printf("%s: free-running %zu of %zu tokens equal llama.cpp's (its first near-tie at step %zu); "
-                "teacher-forced %zu of %zu decisive steps agree\n",
-                name.c_str(), same, expected.size(), first_tie, agree, decisive);
-  }
+  tally_test::expect_greedy_matches_llama_cpp(*shared_model(), load_fixture("model/llama_cpp_greedy.json"));
 }
 
 TEST(ModelPerplexity, WithinOnePercentOfLlamaCpp) {
   TALLY_NEED_MODEL();
   const auto fx = load_fixture("model/perplexity.json");
-  std::ifstream in(std::string(TALLY_SOURCE_DIR) + "/" + fx["text_file"].get<std::string>(), std::ios::binary);
-  ASSERT_TRUE(in);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto ids = tally_test::shared_tokenizer().encode(text, false, false);
-  ASSERT_EQ(static_cast<int64_t>(ids.size()), fx["n_text_tokens"].get<int64_t>());
-  SessionOptions o;
-  o.n_ctx = fx["ctx"].get<int64_t>();
-  o.all_logits = true;
-  Session s(*shared_model(), o);
-  const PerplexityResult r = perplexity(s, ids, o.n_ctx);
+  const double ppl = tally_test::perplexity_of_fixture_text(*shared_model(), tally_test::shared_tokenizer(), fx);
   const double ref = fx["llama_cpp"]["ppl"].get<double>();
-  std::printf("perplexity: tally %.4f, llama.cpp %.4f, HF f32 %.4f\n", r.ppl, ref,
+  std::printf("perplexity: tally %.4f, llama.cpp %.4f, HF f32 %.4f\n", ppl, ref,
               fx["hf_transformers"]["ppl"].get<double>());
-  EXPECT_EQ(r.predictions, fx["n_tokens_scored"].get<int64_t>());
-  EXPECT_NEAR(r.ppl, ref, 0.01 * ref);
+  EXPECT_NEAR(ppl, ref, 0.01 * ref);
 }

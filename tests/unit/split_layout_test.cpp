@@ -1,11 +1,13 @@
 // The split row layout (split_layout.h): repacking keeps every value (an odd
 // block count gets a zero padding block), and the kernels of each SIMD level
 // (AVX2, AVX-VNNI, AVX-512 VNNI, each tested directly where the CPU has it)
-// agree with the scalar reference, with each other bit for bit, and with
-// themselves whatever the tile shape or row range.
+// agree with the scalar reference (also at the largest magnitudes, where the
+// 16-bit partial sums of AVX2 come closest to overflowing), with each other
+// bit for bit, and with themselves whatever the tile shape or row range.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -14,29 +16,21 @@
 #include "kernels/dequantize.h"
 #include "kernels/kernel_table.h"
 #include "kernels/split_layout.h"
+#include "gemm_checks.h"
 #include "random_blocks.h"
 
 namespace tally {
 namespace {
 
+using test::extreme_activations;
+using test::extreme_rows;
 using test::random_activations;
 using test::random_rows;
 
-constexpr DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q8_0};
+constexpr DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0};
 // nb = 1 and 3 (odd: a padding block), 2 (tail only), 6 (tail only), 8 (one
 // full group), 18 (2 groups + tail 2), 19 (odd), 48.
 constexpr int64_t kCols[] = {32, 96, 64, 192, 256, 576, 608, 1536};
-
-struct Split {
-  std::unique_ptr<uint8_t[]> bytes;
-  WeightMatrix w;
-};
-
-Split make_split(DType type, int64_t rows, int64_t cols, const std::vector<uint8_t>& native) {
-  Split s;
-  s.w = make_weight_matrix(type, rows, cols, native.data(), s.bytes);
-  return s;
-}
 
 // The SIMD kernels this CPU can run, by name.
 std::vector<std::pair<const char*, SimdLevel>> variants() {
@@ -48,20 +42,13 @@ std::vector<std::pair<const char*, SimdLevel>> variants() {
 
 GemmFn kernel(SimdLevel level, DType type) { return kernels_at(level).gemm_for(type); }
 
-std::vector<float> run(GemmFn fn, const WeightMatrix& w, const std::vector<BlockQ8>& x, int64_t tokens) {
-  const ActivationPack pack = ActivationPack::of(x.data(), tokens, w.cols / 32);
-  std::vector<float> y(static_cast<size_t>(w.rows * tokens), std::nanf(""));
-  fn(w, pack, y.data(), 0, w.rows);
-  return y;
-}
-
 TEST(SplitLayout, RepackKeepsEveryValue) {
   std::mt19937 rng(3);
   for (DType type : kTypes)
     for (int64_t cols : kCols) {
       const int64_t rows = 3, nb = split_blocks(cols);
       const auto native = random_rows(type, rows, cols, rng);
-      const Split s = make_split(type, rows, cols, native);
+      const test::LaidOut s = test::lay_out(type, rows, cols, native);
       const auto& tr = traits(type);
       const int qsb = type == DType::Q8_0 ? 32 : 16;
       std::vector<float> want(cols), got(cols);
@@ -78,6 +65,11 @@ TEST(SplitLayout, RepackKeepsEveryValue) {
           }
           const uint8_t* blk = native.data() + r * row_bytes(type, cols) + b * tr.type_size;
           ASSERT_EQ(std::memcmp(quants, blk + tr.type_size - qsb, qsb), 0) << dtype_name(type) << " block " << b;
+          if (type == DType::Q5_0 || type == DType::Q5_1) {
+            uint32_t qh;
+            std::memcpy(&qh, blk + tr.type_size - qsb - 4, 4);
+            ASSERT_EQ(split_block_high_bits(type, s.w.row(r), nb, b), qh) << dtype_name(type) << " block " << b;
+          }
         }
       }
     }
@@ -90,16 +82,35 @@ TEST(SplitLayout, SimdMatchesScalarReference) {
     for (int64_t cols : kCols)
       for (int64_t rows : {1, 5, 13})
         for (int64_t tokens : {1, 3, 17}) {
-          const Split s = make_split(type, rows, cols, random_rows(type, rows, cols, rng));
+          const test::LaidOut s = test::lay_out(type, rows, cols, random_rows(type, rows, cols, rng));
           const auto x = random_activations(tokens, cols, rng);
-          const auto ref = run(gemm_split_scalar, s.w, x, tokens);
+          const auto ref = test::run_gemm(gemm_split_scalar, s.w, x, tokens);
           for (const auto& [name, level] : variants()) {
-            const auto got = run(kernel(level, type), s.w, x, tokens);
+            const auto got = test::run_gemm(kernel(level, type), s.w, x, tokens);
             for (size_t i = 0; i < ref.size(); ++i)
               ASSERT_NEAR(got[i], ref[i], 1e-4f * (1 + std::fabs(ref[i])))
                   << name << " " << dtype_name(type) << " " << rows << "x" << cols << " tokens " << tokens << " at " << i;
           }
         }
+}
+
+// Every quant at the top of its range and activations of magnitude 127: the
+// integer sums reach their bounds (AVX2 keeps up to 8 Q4 or 4 Q5 products in
+// 16 bits) and must still equal the scalar reference's.
+TEST(SplitLayout, LargestMagnitudesMatchScalarReference) {
+  for (DType type : kTypes)
+    for (int64_t cols : kCols) {
+      const int64_t rows = 5, tokens = 6;
+      const test::LaidOut s = test::lay_out(type, rows, cols, extreme_rows(type, rows, cols));
+      const auto x = extreme_activations(tokens, cols);
+      const auto ref = test::run_gemm(gemm_split_scalar, s.w, x, tokens);
+      for (const auto& [name, level] : variants()) {
+        const auto got = test::run_gemm(kernel(level, type), s.w, x, tokens);
+        for (size_t i = 0; i < ref.size(); ++i)
+          ASSERT_NEAR(got[i], ref[i], 1e-5f * (1 + std::fabs(ref[i])))
+              << name << " " << dtype_name(type) << " cols " << cols << " at " << i;
+      }
+    }
 }
 
 TEST(SplitLayout, VariantsAreBitIdentical) {
@@ -109,11 +120,11 @@ TEST(SplitLayout, VariantsAreBitIdentical) {
   for (DType type : kTypes)
     for (int64_t cols : kCols) {
       const int64_t rows = 11, tokens = 6;
-      const Split s = make_split(type, rows, cols, random_rows(type, rows, cols, rng));
+      const test::LaidOut s = test::lay_out(type, rows, cols, random_rows(type, rows, cols, rng));
       const auto x = random_activations(tokens, cols, rng);
-      const auto first = run(kernel(v[0].second, type), s.w, x, tokens);
+      const auto first = test::run_gemm(kernel(v[0].second, type), s.w, x, tokens);
       for (size_t i = 1; i < v.size(); ++i)
-        EXPECT_EQ(run(kernel(v[i].second, type), s.w, x, tokens), first) << v[i].first << " vs " << v[0].first << " "
+        EXPECT_EQ(test::run_gemm(kernel(v[i].second, type), s.w, x, tokens), first) << v[i].first << " vs " << v[0].first << " "
                                                                   << dtype_name(type) << " cols " << cols;
     }
 }
@@ -126,17 +137,9 @@ TEST(SplitLayout, ResultsDoNotDependOnTokenCountOrRowRange) {
     for (DType type : kTypes) {
       const GemmFn fn = kernel(level, type);
       const int64_t rows = 23, cols = 576, tokens = 19;
-      const Split s = make_split(type, rows, cols, random_rows(type, rows, cols, rng));
+      const test::LaidOut s = test::lay_out(type, rows, cols, random_rows(type, rows, cols, rng));
       const auto x = random_activations(tokens, cols, rng);
-      const auto all = run(fn, s.w, x, tokens);
-      for (int64_t t = 0; t < tokens; ++t) {
-        const ActivationPack one = ActivationPack::of(x.data() + t * (cols / 32), 1, cols / 32);
-        std::vector<float> y(rows);
-        fn(s.w, one, y.data(), 0, 7);
-        fn(s.w, one, y.data(), 7, rows);
-        for (int64_t r = 0; r < rows; ++r)
-          ASSERT_EQ(y[r], all[t * rows + r]) << name << " " << dtype_name(type) << " t " << t << " r " << r;
-      }
+      test::expect_same_bits_per_token_and_row_range(fn, s.w, x, tokens, std::string(name) + " " + std::string(dtype_name(type)));
     }
 }
 

@@ -22,4 +22,24 @@ inline bool model_required() {
   return r != nullptr && std::string(r) == "1";
 }
 
+// Files that llama.cpp's llama-quantize derives from the default model (the
+// K-quant tests' Q4_K_M; scripts/fixtures/make_kquant_fixtures.py makes it):
+// looked up in $TALLY_DERIVED_MODELS when set, else beside the default model
+// ($TALLY_HOME/models/). "" when absent: their tests skip,
+// or fail when TALLY_REQUIRE_DERIVED_MODELS=1 (TALLY_REQUIRE_MODEL does not
+// cover them: making them needs a llama.cpp build).
+inline std::string derived_model_path(const std::string& name) {
+  const char* d = std::getenv("TALLY_DERIVED_MODELS");
+  const std::filesystem::path dir = d != nullptr && *d != '\0'
+                                        ? std::filesystem::path(d)
+                                        : std::filesystem::path(tally::default_model_path()).parent_path();
+  std::error_code ec;
+  return std::filesystem::is_regular_file(dir / name, ec) ? (dir / name).string() : "";
+}
+
+inline bool derived_models_required() {
+  const char* r = std::getenv("TALLY_REQUIRE_DERIVED_MODELS");
+  return r != nullptr && std::string(r) == "1";
+}
+
 }  // namespace tally_test
