@@ -16,7 +16,7 @@
 #include "io/gguf.h"
 #include "tokenizer/stream_decoder.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 #ifndef TALLY_SHARED_DIR
 #define TALLY_SHARED_DIR TALLY_SOURCE_DIR "/../shared"

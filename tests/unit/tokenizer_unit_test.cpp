@@ -14,7 +14,7 @@
 #include "tokenizer/byte_unicode.h"
 #include "tokenizer/stream_decoder.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 #include "tokenizer_test_util.h"
 
 namespace tally {
