@@ -53,6 +53,11 @@ expect_ok "tokenize json" '"pieces"' "$tally" tokenize -m "$vocab" --json "Hello
 expect_ok "detokenize vocab-only" "Hello" "$tally" detokenize -m "$vocab" 8302 5810
 expect_ok "kv-plan qwen3-vl-4b" "147456 B \\(144.00 KiB\\)" "$tally" kv-plan --layers 36 --heads 32 --kv-heads 8 --head-dim 128 --dtype bf16
 expect_error "kv-plan heads not divisible" "not divisible by --kv-heads 5" "$tally" kv-plan --layers 36 --heads 32 --kv-heads 5 --head-dim 128
+# One case per class of hostile input (docs/reliability.md).
+python3 -c 'n = 100000; print("{\"num_hidden_layers\": " + "[" * n + "]" * n + "}")' >"$tmp/deep.json"
+expect_error "config nested 100000 deep" "deep.json: JSON nested deeper than 64 levels" "$tally" kv-plan --config "$tmp/deep.json"
+python3 -c 'print("{\"num_hidden_layers\": \"" + "x" * 3000000 + "\"}")' >"$tmp/huge.json"
+expect_error "config value of 3 MB" "not the string \"x+\.\.\. \(3000000 bytes\)\"$" "$tally" kv-plan --config "$tmp/huge.json"
 expect_error "kv-plan budget below weights" "smaller than the weights" "$tally" kv-plan --layers 36 --heads 32 --kv-heads 8 --head-dim 128 --weights-bytes 8GiB --budget 4GiB
 
 if [ -f "$model" ]; then
