@@ -42,10 +42,44 @@ expect_ok() {
   fi
 }
 
+# expect_full NAME CMD...: with stdout on a full device, exit 1 and say so.
+expect_full() {
+  local name="$1"
+  shift
+  "$@" >/dev/full 2>"$tmp/err"
+  local rc=$?
+  if [ "$rc" -ne 1 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] ||
+      ! grep -q "cannot write the output to stdout: No space left on device" "$tmp/err"; then
+    echo "FAIL $name: rc=$rc, stderr: $(head -c 400 "$tmp/err")"
+    failures=$((failures + 1))
+  else
+    passes=$((passes + 1))
+  fi
+}
+
 printf 'NOPE0000000000000000000000' >"$tmp/badmagic.gguf"
 expect_error "missing file" "cannot open" "$tally" inspect -m "$tmp/none.gguf"
 expect_error "wrong magic" "not a GGUF file" "$tally" inspect -m "$tmp/badmagic.gguf"
-expect_error "unknown subcommand" "" "$tally" frobnicate
+expect_error "unknown subcommand" "unknown command 'frobnicate' \\(commands: inspect, " "$tally" frobnicate
+expect_error "unknown lab subcommand" "unknown command 'frob' \\(lab commands: causal" "$tally" lab frob
+# Numbers: no wrap, no saturation, no octal, hex, inf or nan; byte sizes through one parser.
+expect_error "-n above int64" "--n-predict: 99999999999999999999 is out of range" "$tally" run -p hi -n 99999999999999999999
+expect_error "negative seed" "--seed: -1 is out of range \\(0 to 18446744073709551615\\)" "$tally" run -p hi --seed -1
+expect_error "hex count" "--n-predict: '0x10' is not a whole decimal number" "$tally" run -p hi -n 0x10
+expect_error "infinite temperature" "--temp: 'inf' is not a finite decimal number" "$tally" run -p hi --temp inf
+expect_error "negative kv budget" "--kv-budget '-1' is not a byte count" "$tally" run -p hi --kv-budget -1
+expect_error "-c above the limit" "--ctx: 36028797018963968 is out of range \\(0 to 16777216\\)" "$tally" run -p hi -c 36028797018963968
+expect_error "-c at int64 max" "--ctx: 9223372036854775807 is out of range" "$tally" run -p hi -c 9223372036854775807
+expect_error "thread count far above the cores" "--threads: 100000 is out of range \\(0 to 1024\\)" "$tally" run -p hi -t 100000
+expect_error "batch above the limit" "--batch: 1000000 is out of range \\(1 to 8192\\)" "$tally" run -p hi --batch 1000000
+expect_error "empty model path" "--model: the path is empty" "$tally" run -m '' -p hi
+expect_error "empty model path (tokenize)" "--model: the path is empty" "$tally" tokenize -m '' hi
+expect_error "empty config path" "--config: the path is empty" "$tally" kv-plan --config ''
+# Output that cannot be written is an error, never lost with exit 0.
+if [ -w /dev/full ]; then
+  expect_full "tokenize to a full device" "$tally" tokenize -m "$vocab" "Hello world" --json
+  expect_full "kv-plan to a full device" "$tally" kv-plan --layers 2 --heads 2 --kv-heads 1 --head-dim 8 --json
+fi
 expect_error "tokenize without text" "give a TEXT" "$tally" tokenize -m "$vocab"
 expect_error "detokenize bad id" "outside the vocabulary" "$tally" detokenize -m "$vocab" 99999999
 expect_ok "tokenize vocab-only" "^[0-9]+( [0-9]+)*$" "$tally" tokenize -m "$vocab" "Hello world"
@@ -70,7 +104,7 @@ if [ -f "$model" ]; then
   expect_error "unknown kernel level" "--simd must be" "$tally" run -p hi --simd sse9
   expect_ok "scalar kernels" "Paris" "$tally" run -p "The capital of France is" -n 4 --temp 0 --simd scalar
   expect_error "negative -n" "-n must be" "$tally" run -p hi -n -1
-  expect_error "zero threads is fine but negative is not" "-t must be" "$tally" run -p hi -t -2
+  expect_error "zero threads is fine but negative is not" "--threads: -2 is out of range" "$tally" run -p hi -t -2
   expect_error "prompt longer than context" "more than the .* left in the context" "$tally" run -c 8 -p "one two three four five six seven eight nine ten eleven twelve"
   expect_error "context over the memory budget" "needs .* more than the memory budget" "$tally" run -c 4096 --kv-budget 1000000 -p hi
   expect_ok "inspect" "blk.0.attn_q.weight" "$tally" inspect
@@ -78,6 +112,19 @@ if [ -f "$model" ]; then
   expect_ok "greedy run" "Paris" "$tally" run -p "The capital of France is" -n 8 --temp 0
   expect_ok "run json" '"decode_tps"' "$tally" run -p "Hello" -n 4 --json
   expect_ok "logits" "pos" "$tally" logits -p "Hello there" --top 3
+  if [ -w /dev/full ]; then
+    expect_full "run to a full device" "$tally" run -p hi -n 4
+    expect_full "inspect to a full device" "$tally" inspect
+  fi
+  expect_ok "kv budget with a unit" "Paris" "$tally" run -p "The capital of France is" -n 4 --temp 0 --kv-budget 1GiB
+  # Paths and file text that are not UTF-8 come out of every JSON writer as U+FFFD.
+  ln -s "$model" "$tmp/m$(printf '\xff').gguf"
+  rep=$(printf '\xef\xbf\xbd')  # U+FFFD
+  expect_ok "inspect json of a non-UTF-8 path" "\"path\": \".*/m$rep\\.gguf\"" "$tally" inspect --json -m "$tmp/m$(printf '\xff').gguf"
+  expect_ok "kv-plan json of a non-UTF-8 path" "\"source\": \".*/m$rep\\.gguf\"" "$tally" kv-plan --json -m "$tmp/m$(printf '\xff').gguf"
+  # More threads than cores: a warning, and the run goes on.
+  "$tally" run -p hi -n 1 -t 64 >"$tmp/out" 2>"$tmp/err"
+  if [ $? -ne 0 ] || { [ "$(nproc)" -lt 64 ] && ! grep -q "more threads than the .* cores" "$tmp/err"; }; then echo "FAIL -t above the cores: $(cat "$tmp/err")"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
   # -c beyond the trained context warns but runs.
   "$tally" run -c 9000 -p "Hi" -n 1 >"$tmp/out" 2>"$tmp/err"
   if [ $? -ne 0 ] || ! grep -q "warning" "$tmp/err"; then echo "FAIL -c beyond training: $(cat "$tmp/err")"; failures=$((failures + 1)); else passes=$((passes + 1)); fi

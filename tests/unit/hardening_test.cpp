@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "core/byte_size.h"
+#include "core/number_text.h"
 #include "core/printable.h"
 #include "sizing/hf_config.h"
 #include "test_util.h"
@@ -61,6 +63,45 @@ TEST(HfConfigHostile, ErrorsShowTypeOrExcerptNeverTheWholeValue) {
   expect_error([] { shape_from_hf_config_text(R"({"num_hidden_layers": 30, "num_attention_heads": 9,
       "hidden_size": 576, "intermediate_size": 1536, "vocab_size": 49152, "torch_dtype": "\u001b[2J"})", "c.json"); },
                {"c.json", "unknown weight dtype '\\x1b[2J'"});
+}
+
+// ---- class: numbers that wrap, saturate or read as another base -----------
+
+TEST(NumberText, IntegersAreDecimalWholeAndInRange) {
+  EXPECT_EQ(parse_integer("42"), 42);
+  EXPECT_EQ(parse_integer(" -7 "), -7);
+  EXPECT_EQ(parse_integer("+010"), 10);  // not octal
+  EXPECT_EQ(parse_integer("-9223372036854775808"), INT64_MIN);
+  EXPECT_EQ(parse_integer("9223372036854775807"), INT64_MAX);
+  for (const char* bad : {"9223372036854775808", "-9223372036854775809", "99999999999999999999", "0x10", "1e3",
+                          "", "-", "+", "1 2", "١٢", "12abc", "--1"})
+    EXPECT_FALSE(parse_integer(bad)) << bad;
+  EXPECT_EQ(integer_error("-t", "1000", 0, 1024), "");
+  EXPECT_EQ(integer_error("-t", "2000", 0, 1024), "-t 2000 is out of range (0 to 1024)");
+  EXPECT_EQ(integer_error("-n", "99999999999999999999", 0, INT64_MAX),
+            "-n 99999999999999999999 is out of range (0 to 9223372036854775807)");
+  EXPECT_EQ(unsigned_error("--seed", "-1", UINT64_MAX), "--seed -1 is out of range (0 to 18446744073709551615)");
+  EXPECT_EQ(integer_error("-n", "\x1b[2J", 0, 9), "-n '\\x1b[2J' is not a whole decimal number");
+}
+
+TEST(NumberText, RealsAreFiniteDecimals) {
+  EXPECT_EQ(parse_real("0.7"), 0.7);
+  EXPECT_EQ(parse_real("-2"), -2.0);
+  EXPECT_EQ(parse_real("1e-3"), 1e-3);
+  EXPECT_EQ(parse_real("+.5"), 0.5);
+  for (const char* bad : {"inf", "-inf", "nan", "NaN", "0x1p3", "1e400", "1e-400", "", ".", "1,5", "1e", "e5"})
+    EXPECT_FALSE(parse_real(bad)) << bad;
+  EXPECT_EQ(real_error("--temp", "inf", 0, 100), "--temp 'inf' is not a finite decimal number");
+  EXPECT_EQ(real_error("--top-p", "1.5", 0, 1), "--top-p 1.5 is out of range (0 to 1)");
+}
+
+TEST(NumberText, ByteCountsTakeUnitsAndRefuseSigns) {
+  EXPECT_EQ(parse_byte_count("1GiB", "--kv-budget"), uint64_t{1} << 30);
+  EXPECT_EQ(parse_byte_count(" 512 MiB ", "--kv-budget"), uint64_t{512} << 20);
+  expect_error([] { parse_byte_count("-1", "--kv-budget"); }, {"--kv-budget '-1' is not a byte count"});
+  expect_error([] { parse_byte_count("0", "--kv-budget"); }, {"--kv-budget is zero bytes"});
+  expect_error([] { parse_byte_count("99999999999TiB", "--kv-budget"); }, {"overflows 64 bits"});
+  expect_error([] { parse_byte_count(std::string(100000, '9') + "x", "--budget"); }, {"--budget '9999"});
 }
 
 }  // namespace

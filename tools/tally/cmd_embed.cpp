@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "output.h"
 #include "kv/kv_storage.h"
 #include "model_options.h"
 #include "runtime/embedder.h"
@@ -38,7 +39,7 @@ void add_embed(CLI::App& app) {
       nlohmann::json j{{"tokens", ids.size()}, {"layer", layer}, {"pool", o->pool}, {"dim", e.dim},
                        {"kv_cache_bytes", KvStorage::live_bytes()},
                        {"embedding", pool == Pooling::None ? rows : rows[0]}};
-      fmt::print("{}\n", j.dump());
+      print_json(j);
     } else {
       fmt::print("{} tokens, layer {}, pool {}, dim {}, KV cache bytes allocated: {}\n", ids.size(), layer, o->pool,
                  e.dim, KvStorage::live_bytes());

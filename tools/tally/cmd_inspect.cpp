@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "option_checks.h"
+#include "output.h"
 #include "io/gguf.h"
 #include "io/model_locator.h"
 
@@ -69,7 +71,7 @@ void print_json(const GgufFile& f) {
   nlohmann::json by = nlohmann::json::object();
   for (const auto& [name, e] : t.by_type) by[name] = {{"tensors", e.first}, {"bytes", e.second}};
   j["totals"] = {{"tensors", f.tensors().size()}, {"elements", t.elements}, {"bytes", t.bytes}, {"by_type", by}};
-  fmt::print("{}\n", j.dump(2));
+  cli::print_json(j, 2);
 }
 
 void print_text(const GgufFile& f) {
@@ -103,7 +105,7 @@ void add_inspect(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("inspect", "Print a GGUF file's header, metadata and tensor table");
-  cmd->add_option("-m,--model", o->model, "GGUF file (default: the installed default model)");
+  cmd->add_option("-m,--model", o->model, "GGUF file (default: the installed default model)")->check(nonempty_path());
   cmd->add_flag("--json", o->json, "Print one JSON object");
   cmd->callback([o] {
     const GgufFile f(resolve_model_path(o->model));

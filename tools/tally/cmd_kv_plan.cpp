@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "option_checks.h"
+#include "output.h"
 #include "core/byte_size.h"
 #include "core/error.h"
 #include "sizing/kv_plan.h"
@@ -140,7 +142,7 @@ void print_json(const ModelShape& s, const KvPlanRequest& r, const std::vector<K
                    {"weights_from", weights_from.empty() ? nlohmann::json(nullptr) : nlohmann::json(weights_from)},
                    {"budget_bytes", opt(r.budget_bytes)},
                    {"layouts", layouts}};
-  fmt::print("{}\n", j.dump(2));
+  cli::print_json(j, 2);
 }
 
 }  // namespace
@@ -150,8 +152,9 @@ void add_kv_plan(CLI::App& app) {
   auto f = std::make_shared<Flags>();
   auto* cmd = app.add_subcommand(
       "kv-plan", "Size the KV cache of a model shape, its MHA and MQA variants, against the weights and a budget");
-  cmd->add_option("-m,--model", o->model, "GGUF file to read the shape and weight bytes from");
-  cmd->add_option("--config", o->config, "Hugging Face config.json (its text_config when present)");
+  cmd->add_option("-m,--model", o->model, "GGUF file to read the shape and weight bytes from")->check(nonempty_path());
+  cmd->add_option("--config", o->config, "Hugging Face config.json (its text_config when present)")
+      ->check(nonempty_path());
   f->layers = cmd->add_option("--layers", o->layers, "Explicit shape: decoder blocks");
   f->heads = cmd->add_option("--heads", o->heads, "Explicit shape: query heads");
   f->kv_heads = cmd->add_option("--kv-heads", o->kv_heads, "Explicit shape: key/value heads");

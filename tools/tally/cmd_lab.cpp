@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "option_checks.h"
+#include "output.h"
 #include "core/byte_size.h"
 #include "core/error.h"
 #include "kv/kv_shape.h"
@@ -34,7 +36,7 @@ std::vector<int32_t> prompt_tokens(const Tokenizer& tok, const std::string& text
   return ids;
 }
 
-void print_json(const nlohmann::json& j) { fmt::print("{}\n", j.dump(2)); }
+void print_json(const nlohmann::json& j) { cli::print_json(j, 2); }
 
 void add_causal(CLI::App* lab) {
   struct Opts {
@@ -129,7 +131,7 @@ void add_speedup(CLI::App* lab) {
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text (cycled or cut to --prompt-tokens)");
   cmd->add_option("--prompt-tokens", o->prompt_tokens, "Prompt length in tokens")->capture_default_str();
   cmd->add_option("--gen-tokens", o->gen_tokens, "Tokens to generate")->capture_default_str();
-  cmd->add_option("--plot", o->plot, "Write a PNG plot here");
+  cmd->add_option("--plot", o->plot, "Write a PNG plot here")->check(nonempty_path());
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->callback([o] {
     if (o->prompt_tokens < 1) fail("--prompt-tokens must be at least 1, got {}", o->prompt_tokens);
@@ -180,7 +182,7 @@ void add_depth(CLI::App* lab) {
   add_model_options(cmd, o->m);
   cmd->add_option("--max-depth", o->max_depth, "Deepest context (capped at the trained context)")->capture_default_str();
   cmd->add_option("--decode-tokens", o->decode_tokens, "Timed decode steps per depth")->capture_default_str();
-  cmd->add_option("--plot", o->plot, "Write a PNG plot here");
+  cmd->add_option("--plot", o->plot, "Write a PNG plot here")->check(nonempty_path());
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->callback([o] {
     LoadedModel lm = load_model(o->m);

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "commands.h"
+#include "output.h"
 #include "core/error.h"
 #include "model_options.h"
 
@@ -54,7 +55,7 @@ void add_logits(CLI::App& app) {
       for (int64_t r = 0; r < rows; ++r)
         if (o->all || pos + r == static_cast<int64_t>(ids.size()) - 1) report(pos + r, logits + r * V);
     });
-    if (o->json) fmt::print("{}\n", nlohmann::json{{"tokens", ids}, {"positions", positions}}.dump());
+    if (o->json) print_json({{"tokens", ids}, {"positions", positions}});
   });
 }
 

@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "commands.h"
+#include "option_checks.h"
+#include "output.h"
 #include "core/error.h"
 #include "model_options.h"
 #include "runtime/perplexity.h"
@@ -25,7 +27,7 @@ void add_perplexity(CLI::App& app) {
   o->m.ctx = 512;
   auto* cmd = app.add_subcommand("perplexity", "Perplexity of a text file in windows of -c tokens");
   add_model_options(cmd, o->m);
-  cmd->add_option("-f,--file", o->file, "Text file")->required();
+  cmd->add_option("-f,--file", o->file, "Text file")->required()->check(nonempty_path());
   cmd->add_flag("--json", o->json, "Print {\"tokens\", \"ppl\", \"nll\"}");
   cmd->callback([o] {
     std::ifstream in(o->file, std::ios::binary);
@@ -39,9 +41,8 @@ void add_perplexity(CLI::App& app) {
       if (!o->json) fmt::print(stderr, "[window {}] ppl so far {:.4f}\n", p.window_nll.size(), p.ppl);
     });
     if (o->json)
-      fmt::print("{}\n", nlohmann::json{{"tokens", r.predictions}, {"ppl", r.ppl}, {"nll", r.nll}, {"ctx", o->m.ctx},
-                                        {"windows", r.windows}, {"window_nll", r.window_nll}}
-                             .dump());
+      print_json({{"tokens", r.predictions}, {"ppl", r.ppl}, {"nll", r.nll}, {"ctx", o->m.ctx},
+                  {"windows", r.windows}, {"window_nll", r.window_nll}});
     else
       fmt::print("perplexity {:.4f} (mean nll {:.5f}) over {} predictions in {} windows of {}\n", r.ppl, r.nll,
                  r.predictions, r.windows, o->m.ctx);

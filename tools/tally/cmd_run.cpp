@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "output.h"
 #include "core/error.h"
 #include "model_options.h"
 #include "runtime/generator.h"
@@ -58,7 +59,7 @@ void add_run(CLI::App& app) {
       generated_text += piece;
       if (!o->json) {
         fmt::print("{}", piece);
-        std::fflush(stdout);
+        flush_stdout();
       }
     });
     const std::string rest = stream.flush();
@@ -77,7 +78,7 @@ void add_run(CLI::App& app) {
             {"decode_ms", r.decode_ms},
             {"prefill_tps", r.prefill_ms > 0 ? r.prompt_tokens * 1000.0 / r.prefill_ms : 0.0},
             {"decode_tps", r.decode_ms > 0 ? r.decode_steps * 1000.0 / r.decode_ms : 0.0}}}};
-      fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      print_json(j);
     } else {
       fmt::print("{}\n", rest);
     }

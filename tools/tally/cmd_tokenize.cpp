@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "commands.h"
+#include "option_checks.h"
+#include "output.h"
 #include "core/error.h"
 #include "io/gguf.h"
 #include "io/model_locator.h"
@@ -32,12 +34,12 @@ void add_tokenize(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("tokenize", "Print the token ids of a text");
-  cmd->add_option("-m,--model", o->model, "GGUF file (a vocab-only GGUF is enough)");
+  cmd->add_option("-m,--model", o->model, "GGUF file (a vocab-only GGUF is enough)")->check(nonempty_path());
   cmd->add_flag("--add-special", o->add_special, "Add BOS/EOS as the model's flags say");
   cmd->add_flag("--parse-special", o->parse_special, "Turn special-token text such as <|im_start|> into its token");
   cmd->add_flag("--json", o->json, "Print {\"ids\": [...], \"pieces\": [...]}");
   auto* text = cmd->add_option("text", o->text, "Text to tokenize");
-  auto* file = cmd->add_option("-f,--file", o->file, "Read the text from FILE");
+  auto* file = cmd->add_option("-f,--file", o->file, "Read the text from FILE")->check(nonempty_path());
   text->excludes(file);
   cmd->callback([o, text, file] {
     if (!*text && !*file) fail("tokenize: give a TEXT or -f FILE");
@@ -49,7 +51,7 @@ void add_tokenize(CLI::App& app) {
       auto pieces = nlohmann::json::array();
       for (int32_t id : ids) pieces.push_back(tok.token_text(id));
       nlohmann::json j{{"ids", ids}, {"pieces", pieces}};
-      fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      print_json(j);
     } else {
       fmt::print("{}\n", fmt::join(ids, " "));
     }
@@ -64,7 +66,7 @@ void add_detokenize(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("detokenize", "Print the text of token ids");
-  cmd->add_option("-m,--model", o->model, "GGUF file (a vocab-only GGUF is enough)");
+  cmd->add_option("-m,--model", o->model, "GGUF file (a vocab-only GGUF is enough)")->check(nonempty_path());
   cmd->add_flag("--special", o->render_special, "Render control tokens such as <|im_end|> as text");
   cmd->add_option("ids", o->ids, "Token ids")->required();
   cmd->callback([o] {
