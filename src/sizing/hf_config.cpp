@@ -1,13 +1,11 @@
 #include "sizing/hf_config.h"
 
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "core/checked_math.h"
 #include "core/error.h"
 #include "core/printable.h"
+#include "io/text_file.h"
 #include "model/model_config.h"
 
 namespace tally {
@@ -229,14 +227,8 @@ ModelShape shape_from_hf_config_text(const std::string& text, const std::string&
 }
 
 ModelShape shape_from_hf_config(const std::string& path, bool want_weights) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) fail("{}: is a directory, not a config file", path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open the config file", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) fail("{}: read error", path);
-  return shape_from_hf_config_text(ss.str(), path, want_weights);
+  // Real configs are a few KiB; the limit only stops endless input.
+  return shape_from_hf_config_text(read_text_file(path, "config file", uint64_t{16} << 20), path, want_weights);
 }
 
 }  // namespace tally

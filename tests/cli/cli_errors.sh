@@ -62,6 +62,13 @@ expect_error "missing file" "cannot open" "$tally" inspect -m "$tmp/none.gguf"
 expect_error "wrong magic" "not a GGUF file" "$tally" inspect -m "$tmp/badmagic.gguf"
 expect_error "unknown subcommand" "unknown command 'frobnicate' \\(commands: inspect, " "$tally" frobnicate
 expect_error "unknown lab subcommand" "unknown command 'frob' \\(lab commands: causal" "$tally" lab frob
+# Files: a FIFO as a model is refused at once; a directory is never read as empty text.
+mkfifo "$tmp/fifo.gguf"
+expect_error "FIFO as a model" "fifo.gguf: not a regular file \\(a FIFO\\)" timeout 10 "$tally" inspect -m "$tmp/fifo.gguf"
+expect_error "FIFO as a model (kv-plan)" "not a regular file \\(a FIFO\\)" timeout 10 "$tally" kv-plan -m "$tmp/fifo.gguf"
+expect_error "directory as text" "is a directory, not a text file" "$tally" tokenize -m "$vocab" -f "$tmp"
+expect_error "endless text" "/dev/zero: the text file holds more than the limit" "$tally" tokenize -m "$vocab" -f /dev/zero
+expect_error "directory as config" "is a directory, not a config file" "$tally" kv-plan --config "$tmp"
 # Numbers: no wrap, no saturation, no octal, hex, inf or nan; byte sizes through one parser.
 expect_error "-n above int64" "--n-predict: 99999999999999999999 is out of range" "$tally" run -p hi -n 99999999999999999999
 expect_error "negative seed" "--seed: -1 is out of range \\(0 to 18446744073709551615\\)" "$tally" run -p hi --seed -1
@@ -116,6 +123,8 @@ if [ -f "$model" ]; then
     expect_full "run to a full device" "$tally" run -p hi -n 4
     expect_full "inspect to a full device" "$tally" inspect
   fi
+  expect_error "directory as perplexity text" "is a directory, not a text file" "$tally" perplexity -f "$tmp"
+  expect_error "FIFO as a model (run)" "not a regular file \\(a FIFO\\)" timeout 10 "$tally" run -m "$tmp/fifo.gguf" -p hi
   expect_ok "kv budget with a unit" "Paris" "$tally" run -p "The capital of France is" -n 4 --temp 0 --kv-budget 1GiB
   # Paths and file text that are not UTF-8 come out of every JSON writer as U+FFFD.
   ln -s "$model" "$tmp/m$(printf '\xff').gguf"

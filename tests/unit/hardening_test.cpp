@@ -3,11 +3,22 @@
 // is checked black-box by tests/cli/cli_errors.sh.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <future>
 #include <string>
 
 #include "core/byte_size.h"
 #include "core/number_text.h"
 #include "core/printable.h"
+#include "io/mapped_file.h"
+#include "io/text_file.h"
+#include "kv/kv_cache.h"
 #include "sizing/hf_config.h"
 #include "test_util.h"
 
@@ -102,6 +113,73 @@ TEST(NumberText, ByteCountsTakeUnitsAndRefuseSigns) {
   expect_error([] { parse_byte_count("0", "--kv-budget"); }, {"--kv-budget is zero bytes"});
   expect_error([] { parse_byte_count("99999999999TiB", "--kv-budget"); }, {"overflows 64 bits"});
   expect_error([] { parse_byte_count(std::string(100000, '9') + "x", "--budget"); }, {"--budget '9999"});
+}
+
+// ---- class: unchecked size arithmetic on the run path ----------------------
+
+TEST(KvSizes, OverflowingPlansAndContextsAreRefused) {
+  const KvShape smol{30, 3, 64};
+  // 2^56 positions x 23040 bytes wrapped to 0 bytes before the products were checked.
+  expect_error([&] { KvStorage::planned_bytes(smol, 32, int64_t{1} << 51, DType::F16); }, {"overflows 64 bits"});
+  KvCacheOptions o;
+  for (int64_t ctx : {kMaxContextTokens + 1, int64_t{1} << 56, INT64_MAX}) {
+    o.n_ctx = ctx;
+    expect_error([&] { KvCache(smol, o); }, {"above the limit of 16777216 tokens"});
+  }
+  o.n_ctx = 4096;
+  o.block_size = INT64_MAX;
+  expect_error([&] { KvCache(smol, o); }, {"block size"});
+  // At the limit, the plan is exact and the budget refuses it.
+  o.block_size = 32;
+  o.n_ctx = kMaxContextTokens;
+  o.budget_bytes = uint64_t{1} << 30;
+  expect_error([&] { KvCache(smol, o); }, {"386547056640 B", "more than the memory budget"});
+}
+
+// ---- class: hangs and files read as what they are not -----------------------
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/tally-hardening-XXXXXX";
+    path_ = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(InputFiles, AFifoIsRefusedAsAModelWithoutWaiting) {
+  TempDir dir;
+  const std::string fifo = dir / "model.gguf";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // Without a writer, a blocking open would never return: run it apart and give it 10 s.
+  auto opened = std::async(std::launch::async, [&] {
+    try {
+      MappedFile m(fifo);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("opened");
+  });
+  ASSERT_EQ(opened.wait_for(std::chrono::seconds(10)), std::future_status::ready) << "open blocked on a FIFO";
+  EXPECT_NE(opened.get().find("not a regular file (a FIFO)"), std::string::npos);
+  expect_error([&] { MappedFile m(dir.path()); }, {"not a regular file (a directory)"});
+}
+
+TEST(InputFiles, TextFilesAreNeverDirectoriesAndAreBounded) {
+  TempDir dir;
+  expect_error([&] { read_text_file(dir.path(), "text file", 100); }, {"is a directory, not a text file"});
+  expect_error([&] { read_text_file(dir / "none.txt", "text file", 100); }, {"none.txt", "cannot open the text file"});
+  std::ofstream(dir / "big.txt") << std::string(101, 'x');
+  expect_error([&] { read_text_file(dir / "big.txt", "text file", 100); }, {"big.txt", "101 B", "limit of 100 B"});
+  EXPECT_EQ(read_text_file(dir / "big.txt", "text file", 101).size(), 101u);
+  // A character device is a stream: endless input stops at the limit.
+  expect_error([&] { read_text_file("/dev/zero", "text file", 1 << 20); }, {"/dev/zero", "more than the limit"});
+  expect_error([&] { shape_from_hf_config(dir.path()); }, {"is a directory, not a config file"});
 }
 
 }  // namespace

@@ -1,10 +1,8 @@
 // tally tokenize / detokenize: the model's tokenizer from the command line.
 #include <fmt/format.h>
 
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "commands.h"
 #include "option_checks.h"
@@ -12,21 +10,10 @@
 #include "core/error.h"
 #include "io/gguf.h"
 #include "io/model_locator.h"
+#include "io/text_file.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tally::cli {
-namespace {
-
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open text file", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
-
 void add_tokenize(CLI::App& app) {
   struct Opts {
     std::string model, text, file;
@@ -43,7 +30,7 @@ void add_tokenize(CLI::App& app) {
   text->excludes(file);
   cmd->callback([o, text, file] {
     if (!*text && !*file) fail("tokenize: give a TEXT or -f FILE");
-    const std::string input = *file ? read_text_file(o->file) : o->text;
+    const std::string input = *file ? read_text_file(o->file, "text file", kMaxTextBytes) : o->text;
     const GgufFile f(resolve_model_path(o->model));
     const Tokenizer tok = Tokenizer::from_gguf(f);
     const auto ids = tok.encode(input, o->add_special, o->parse_special);
