@@ -233,25 +233,46 @@ const GgufValue& GgufFile::get(std::string_view key) const {
   return *v;
 }
 
-std::string GgufFile::get_string(std::string_view key) const { return get(key).as_string(key); }
+// The value's own errors name the key; these add the file.
+template <typename F>
+auto GgufFile::typed(F&& read) const {
+  try {
+    return read();
+  } catch (const Error& e) {
+    fail("{}: {}", source_, e.what());
+  }
+}
+
+std::string GgufFile::get_string(std::string_view key) const {
+  const GgufValue& v = get(key);
+  return typed([&] { return v.as_string(key); });
+}
 std::string GgufFile::get_string(std::string_view key, std::string_view fallback) const {
   const GgufValue* v = find(key);
-  return v ? v->as_string(key) : std::string(fallback);
+  return v ? typed([&] { return v->as_string(key); }) : std::string(fallback);
 }
-uint64_t GgufFile::get_u64(std::string_view key) const { return get(key).as_u64(key); }
+uint64_t GgufFile::get_u64(std::string_view key) const {
+  const GgufValue& v = get(key);
+  return typed([&] { return v.as_u64(key); });
+}
 uint64_t GgufFile::get_u64(std::string_view key, uint64_t fallback) const {
   const GgufValue* v = find(key);
-  return v ? v->as_u64(key) : fallback;
+  return v ? typed([&] { return v->as_u64(key); }) : fallback;
 }
 double GgufFile::get_f64(std::string_view key, double fallback) const {
   const GgufValue* v = find(key);
-  return v ? v->as_f64(key) : fallback;
+  return v ? typed([&] { return v->as_f64(key); }) : fallback;
 }
 bool GgufFile::get_bool(std::string_view key, bool fallback) const {
   const GgufValue* v = find(key);
-  return v ? v->as_bool(key) : fallback;
+  return v ? typed([&] { return v->as_bool(key); }) : fallback;
 }
-const std::vector<GgufValue>& GgufFile::get_array(std::string_view key) const { return get(key).as_array(key); }
+const std::vector<GgufValue>& GgufFile::get_array(std::string_view key) const {
+  const GgufValue& v = get(key);
+  if (v.type != GgufType::ARRAY)
+    fail("{}: metadata '{}' is a {}, expected an array", source_, key, gguf_type_name(v.type));
+  return v.arr;
+}
 
 const GgufTensorInfo* GgufFile::find_tensor(std::string_view name) const {
   auto it = tensor_index_.find(name);

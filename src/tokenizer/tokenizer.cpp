@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "core/printable.h"
 #include "io/gguf.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/byte_unicode.h"
@@ -97,13 +98,17 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
            "tokenizer.ggml.merges", f.path());
     std::vector<std::string> merges;
     merges.reserve(arr.size());
-    for (const auto& m : arr) merges.push_back(m.as_string("tokenizer.ggml.merges"));
+    for (size_t k = 0; k < arr.size(); ++k) {
+      if (arr[k].type != GgufType::STRING)
+        fail("{}: tokenizer.ggml.merges[{}] is a {}, expected a string", f.path(), k, gguf_type_name(arr[k].type));
+      merges.push_back(arr[k].s);
+    }
     impl->bpe.emplace(v, merges);
   } else if (v.model == "llama") {
     impl->spm.emplace(impl->vocab);
   } else {
     fail("{}: unsupported tokenizer.ggml.model = '{}' (supported: gpt2, llama)", f.path(),
-         v.model);
+         excerpt(v.model));
   }
   impl->splitter.emplace(v);
 

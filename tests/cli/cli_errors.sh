@@ -125,10 +125,32 @@ if [ -f "$model" ]; then
   fi
   expect_error "directory as perplexity text" "is a directory, not a text file" "$tally" perplexity -f "$tmp"
   expect_error "FIFO as a model (run)" "not a regular file \\(a FIFO\\)" timeout 10 "$tally" run -m "$tmp/fifo.gguf" -p hi
+  rep=$(printf '\xef\xbf\xbd')  # U+FFFD
+  # Metadata the file cannot back, or that would be ignored, or printed raw (tests/cli/gguf_edit.py edits a copy).
+  edit() { python3 "$(dirname "$0")/gguf_edit.py" "$model" "$tmp/$1" "${@:2}"; }
+  edit blocks.gguf set llama.block_count u32 2147483648
+  expect_error "block_count 2^31" "llama.block_count = 2147483648, but the file has tensors for 30 blocks" "$tally" run -m "$tmp/blocks.gguf" -p hi
+  edit fewblocks.gguf set llama.block_count u32 20
+  expect_error "block_count below the blocks present" "llama.block_count = 20, but the file has tensors of block 29" "$tally" run -m "$tmp/fewblocks.gguf" -p hi
+  edit rope.gguf set llama.rope.freq_base f32 inf
+  expect_error "infinite rope.freq_base" "'llama.rope.freq_base' = inf must be a positive finite number" "$tally" run -m "$tmp/rope.gguf" -p hi
+  edit eps.gguf set llama.attention.layer_norm_rms_epsilon f64 1e300
+  expect_error "rms_eps beyond float" "layer_norm_rms_epsilon' = 1e\\+300 must be a positive finite number" "$tally" run -m "$tmp/eps.gguf" -p hi
+  edit heads.gguf set llama.attention.head_count u32 1002
+  expect_error "1002 heads" "heads.gguf: cannot derive the head size: llama.embedding_length = 576 is not a multiple of llama.attention.head_count = 1002$" "$tally" run -m "$tmp/heads.gguf" -p hi
+  edit typed.gguf set llama.context_length str "'8k'"
+  expect_error "type error names the file" "typed.gguf: metadata 'llama.context_length' is a string, expected an integer" "$tally" run -m "$tmp/typed.gguf" -p hi
+  edit vocab.gguf set llama.vocab_size u32 49152 truncate tokenizer.ggml.tokens 49000 truncate tokenizer.ggml.token_type 49000
+  expect_error "tokenizer smaller than the model" "the tokenizer has 49000 tokens but the model has 49152 rows of logits" "$tally" run -m "$tmp/vocab.gguf" -p hi
+  edit escapes.gguf set general.name str "b'\x1b[2J\x07'" rename general.license "b'general.lic\xffnse'"
+  expect_ok "inspect escapes ESC and BEL" '"\\x1b\[2J\\x07"' "$tally" inspect -m "$tmp/escapes.gguf"
+  "$tally" inspect -m "$tmp/escapes.gguf" >"$tmp/out" 2>&1
+  if grep -q "$(printf '\x1b')" "$tmp/out"; then echo "FAIL inspect printed a raw ESC"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
+  expect_ok "inspect json of a non-UTF-8 key" "\"general.lic${rep}nse\"" "$tally" inspect --json -m "$tmp/escapes.gguf"
+  rm -f "$tmp"/{blocks,fewblocks,rope,eps,heads,typed,vocab,escapes}.gguf
   expect_ok "kv budget with a unit" "Paris" "$tally" run -p "The capital of France is" -n 4 --temp 0 --kv-budget 1GiB
   # Paths and file text that are not UTF-8 come out of every JSON writer as U+FFFD.
   ln -s "$model" "$tmp/m$(printf '\xff').gguf"
-  rep=$(printf '\xef\xbf\xbd')  # U+FFFD
   expect_ok "inspect json of a non-UTF-8 path" "\"path\": \".*/m$rep\\.gguf\"" "$tally" inspect --json -m "$tmp/m$(printf '\xff').gguf"
   expect_ok "kv-plan json of a non-UTF-8 path" "\"source\": \".*/m$rep\\.gguf\"" "$tally" kv-plan --json -m "$tmp/m$(printf '\xff').gguf"
   # More threads than cores: a warning, and the run goes on.

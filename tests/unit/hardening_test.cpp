@@ -21,6 +21,7 @@
 #include "kv/kv_cache.h"
 #include "sizing/hf_config.h"
 #include "test_util.h"
+#include "tiny_model.h"
 
 namespace tally {
 namespace {
@@ -180,6 +181,61 @@ TEST(InputFiles, TextFilesAreNeverDirectoriesAndAreBounded) {
   // A character device is a stream: endless input stops at the limit.
   expect_error([&] { read_text_file("/dev/zero", "text file", 1 << 20); }, {"/dev/zero", "more than the limit"});
   expect_error([&] { shape_from_hf_config(dir.path()); }, {"is a directory, not a config file"});
+}
+
+// ---- class: hyper-parameters the file cannot back --------------------------
+
+std::string tiny_load_error(const test::TinySpec& s) {
+  try {
+    test::make_tiny_model(s);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "loaded";
+}
+
+#define EXPECT_HAS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << "message: " << (msg)
+
+TEST(ModelHostile, BlockCountMustMatchTheBlocksInTheFile) {
+  test::TinySpec s;  // 2 blocks of tensors
+  s.meta_of["llama.block_count"] = test::m_u32(uint32_t{1} << 31);  // passed the range check, then failed to allocate
+  EXPECT_HAS(tiny_load_error(s), "tiny: llama.block_count = 2147483648, but the file has tensors for 2 blocks (blk.0 to blk.1)");
+  s.meta_of["llama.block_count"] = test::m_u32(1);  // blk.1 would be ignored
+  EXPECT_HAS(tiny_load_error(s), "tiny: llama.block_count = 1, but the file has tensors of block 1");
+  s.meta_of["llama.block_count"] = test::m_u32(3);
+  EXPECT_HAS(tiny_load_error(s), "llama.block_count = 3, but the file has tensors for 2 blocks");
+}
+
+TEST(ModelHostile, FloatHyperParametersMustBeFinite) {
+  for (const auto& [key, value] : std::vector<std::pair<std::string, test::Meta>>{
+           {"llama.rope.freq_base", test::m_f32(INFINITY)},
+           {"llama.rope.freq_base", test::m_f32(NAN)},
+           {"llama.rope.freq_base", test::m_f64(1e300)},  // a float cannot hold it
+           {"llama.attention.layer_norm_rms_epsilon", test::m_f32(-1e-5f)},
+           {"llama.attention.layer_norm_rms_epsilon", test::m_f64(1e-300)}}) {  // zero as a float
+    test::TinySpec s;
+    s.meta_of[key] = value;
+    const std::string msg = tiny_load_error(s);
+    EXPECT_HAS(msg, "tiny: metadata '" + key + "'");
+    EXPECT_HAS(msg, "must be a positive finite number");
+  }
+}
+
+TEST(ModelHostile, MessagesNameTheFileAndOnlyKeysInIt) {
+  test::TinySpec s;
+  s.meta_of["llama.block_count"] = test::m_str("two");
+  EXPECT_HAS(tiny_load_error(s), "tiny: metadata 'llama.block_count' is a string, expected an integer");
+  test::TinySpec heads;  // embedding 64 over 1000 heads, and no key_length in the file
+  heads.meta_of["llama.attention.head_count"] = test::m_u32(1000);
+  heads.meta_of["llama.attention.head_count_kv"] = test::m_u32(1000);
+  heads.drop_keys = {"llama.attention.key_length"};
+  const std::string msg = tiny_load_error(heads);
+  EXPECT_HAS(msg, "tiny: cannot derive the head size: llama.embedding_length = 64 is not a multiple of "
+                  "llama.attention.head_count = 1000");
+  EXPECT_EQ(msg.find("key_length"), std::string::npos) << msg;
+  test::TinySpec arch;
+  arch.arch = "llama\x1b[2J";  // the keys follow it, so only the architecture itself is wrong
+  EXPECT_HAS(tiny_load_error(arch), "tiny: architecture 'llama\\x1b[2J' is not supported");
 }
 
 }  // namespace

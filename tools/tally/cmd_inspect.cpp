@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "core/printable.h"
+#include "core/utf8.h"
 #include "option_checks.h"
 #include "output.h"
 #include "io/gguf.h"
@@ -15,6 +17,15 @@ namespace tally::cli {
 namespace {
 
 constexpr size_t kMaxArrayItems = 16;  // longer arrays print as "[N x type]"
+
+// Names and paths from the file or the command line, with control characters
+// (ESC, BEL, ...) and bytes that are not UTF-8 escaped: never sent raw to a terminal.
+std::string shown(std::string_view s) {
+  PrintableOptions o;
+  o.max_bytes = SIZE_MAX;
+  o.escape_quotes = false;
+  return printable(s, o);
+}
 
 nlohmann::json value_json(const GgufValue& v) {
   switch (v.type) {
@@ -75,19 +86,19 @@ void print_json(const GgufFile& f) {
 }
 
 void print_text(const GgufFile& f) {
-  fmt::print("file:        {}\n", f.path());
+  fmt::print("file:        {}\n", shown(f.path()));
   fmt::print("version:     {}\nalignment:   {}\ndata offset: {}\nfile size:   {}\n", f.version(), f.alignment(),
              f.data_offset(), f.file_size());
   fmt::print("\nmetadata ({} keys):\n", f.metadata().size());
   for (const auto& [k, v] : f.metadata()) {
     std::string s = v.to_string(kMaxArrayItems);
-    if (s.size() > 200) s = s.substr(0, 197) + "...";
-    fmt::print("  {:<44} {:<7} {}\n", k, gguf_type_name(v.type), s);
+    if (s.size() > 200) s = s.substr(0, utf8::complete_prefix(s.substr(0, 197))) + "...";
+    fmt::print("  {:<44} {:<7} {}\n", shown(k), gguf_type_name(v.type), s);
   }
   fmt::print("\ntensors ({}):\n", f.tensors().size());
   fmt::print("  {:<34} {:<6} {:<18} {:>12} {:>12}\n", "name", "type", "shape", "offset", "bytes");
   for (const auto& ti : f.tensors())
-    fmt::print("  {:<34} {:<6} {:<18} {:>12} {:>12}\n", ti.name, dtype_name(ti.type), ti.shape_string(),
+    fmt::print("  {:<34} {:<6} {:<18} {:>12} {:>12}\n", shown(ti.name), dtype_name(ti.type), ti.shape_string(),
                ti.offset, ti.n_bytes);
   const Totals t = totals(f);
   fmt::print("\ntotals: {} tensors, {} elements, {} bytes ({:.2f} MiB)\n", f.tensors().size(), t.elements,

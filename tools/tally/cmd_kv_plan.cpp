@@ -13,6 +13,7 @@
 #include "output.h"
 #include "core/byte_size.h"
 #include "core/error.h"
+#include "core/printable.h"
 #include "sizing/kv_plan.h"
 #include "sizing/hf_config.h"
 #include "sizing/model_shape.h"
@@ -53,10 +54,13 @@ std::string tokens_cell(const std::optional<uint64_t>& t) {
 
 void print_text(const ModelShape& s, const KvPlanRequest& r, const std::vector<KvLayoutPlan>& plans,
                 const std::string& weights_from) {
+  // The source's path and model type are untrusted text: escaped for the terminal.
+  PrintableOptions shown;
+  shown.escape_quotes = false;
   std::string origin;
   if (s.text_config) origin = "text_config";
-  if (!s.kind.empty()) origin += (origin.empty() ? "" : ", ") + s.kind;
-  fmt::print("source:   {}{}\n", s.source, origin.empty() ? "" : fmt::format(" ({})", origin));
+  if (!s.kind.empty()) origin += (origin.empty() ? "" : ", ") + printable(s.kind, shown);
+  fmt::print("source:   {}{}\n", printable(s.source, shown), origin.empty() ? "" : fmt::format(" ({})", origin));
   fmt::print("shape:    {} layers, {} query heads, {} kv heads ({}, {} query heads per kv head), head_dim {}\n",
              s.n_layer, s.n_head, s.n_kv_head, attention_kind(s.n_head, s.n_kv_head), s.n_head / s.n_kv_head,
              s.head_dim);
