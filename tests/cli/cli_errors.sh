@@ -62,6 +62,24 @@ expect_error "missing file" "cannot open" "$tally" inspect -m "$tmp/none.gguf"
 expect_error "wrong magic" "not a GGUF file" "$tally" inspect -m "$tmp/badmagic.gguf"
 expect_error "unknown subcommand" "unknown command 'frobnicate' \\(commands: inspect, " "$tally" frobnicate
 expect_error "unknown lab subcommand" "unknown command 'frob' \\(lab commands: causal" "$tally" lab frob
+# expect_warned NAME PATTERN CMD...: exit 0 and a warning matching PATTERN on stderr.
+expect_warned() {
+  local name="$1" pattern="$2"
+  shift 2
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [ "$rc" -ne 0 ] || ! grep -qE -- "$pattern" "$tmp/err"; then
+    echo "FAIL $name: rc=$rc, stderr: $(head -c 300 "$tmp/err")"
+    failures=$((failures + 1))
+  else
+    passes=$((passes + 1))
+  fi
+}
+
+# Bytes the vocabulary has no token for become U+FFFD with a warning, never dropped.
+printf 'a\xffb' >"$tmp/ff.txt"
+expect_ok "0xFF is not dropped" "^[0-9]+ [0-9]+ [0-9]+$" "$tally" tokenize -m "$vocab" -f "$tmp/ff.txt"
+expect_warned "0xFF is replaced with a warning" "the text file has 1 character with bytes this vocabulary has no token for \\(the first at byte 1\\); it was replaced by U\\+FFFD" "$tally" tokenize -m "$vocab" -f "$tmp/ff.txt"
 # Files: a FIFO as a model is refused at once; a directory is never read as empty text.
 mkfifo "$tmp/fifo.gguf"
 expect_error "FIFO as a model" "fifo.gguf: not a regular file \\(a FIFO\\)" timeout 10 "$tally" inspect -m "$tmp/fifo.gguf"
@@ -148,6 +166,9 @@ if [ -f "$model" ]; then
   if grep -q "$(printf '\x1b')" "$tmp/out"; then echo "FAIL inspect printed a raw ESC"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
   expect_ok "inspect json of a non-UTF-8 key" "\"general.lic${rep}nse\"" "$tally" inspect --json -m "$tmp/escapes.gguf"
   rm -f "$tmp"/{blocks,fewblocks,rope,eps,heads,typed,vocab,escapes}.gguf
+  expect_warned "a prompt of only 0xFF runs" "the prompt has 2 characters .* each was replaced by U\\+FFFD" "$tally" run -p "$(printf '\xff\xfe')" -n 2
+  printf 'The cat sat on the mat.\xc0 The dog sat on the log.\n' >"$tmp/ppl.txt"
+  expect_warned "perplexity says what it replaced" "the text file has 1 character" "$tally" perplexity -f "$tmp/ppl.txt" -c 8
   expect_ok "kv budget with a unit" "Paris" "$tally" run -p "The capital of France is" -n 4 --temp 0 --kv-budget 1GiB
   # Paths and file text that are not UTF-8 come out of every JSON writer as U+FFFD.
   ln -s "$model" "$tmp/m$(printf '\xff').gguf"

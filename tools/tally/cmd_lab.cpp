@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "encode_input.h"
 #include "option_checks.h"
 #include "output.h"
 #include "core/byte_size.h"
@@ -26,7 +27,7 @@ constexpr const char* kDefaultPrompt =
     "compared with what is already written down instead of recomputing the whole past.";
 
 std::vector<int32_t> prompt_tokens(const Tokenizer& tok, const std::string& text, int64_t want = 0) {
-  auto ids = tok.encode(text, true, true);
+  auto ids = encode_input(tok, text, true, true, "the prompt");
   if (ids.empty()) fail("the prompt has no tokens");
   if (want > 0) {
     std::vector<int32_t> out;

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "commands.h"
+#include "encode_input.h"
 #include "output.h"
 #include "core/error.h"
 #include "model_options.h"
@@ -30,7 +31,7 @@ void add_logits(CLI::App& app) {
   cmd->callback([o] {
     if (o->top < 1) fail("--top must be at least 1, got {}", o->top);
     LoadedModel lm = load_model(o->m);
-    const auto ids = lm.tokenizer->encode(o->prompt, true, true);
+    const auto ids = encode_input(*lm.tokenizer, o->prompt, true, true, "the prompt");
     if (ids.empty()) fail("the prompt is empty");
     Session session(*lm.model, session_options(o->m, *lm.model, true));
     const int64_t V = lm.model->config().n_vocab;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "encode_input.h"
 #include "option_checks.h"
 #include "output.h"
 #include "core/error.h"
@@ -31,7 +32,7 @@ void add_perplexity(CLI::App& app) {
   cmd->callback([o] {
     const std::string text = read_text_file(o->file, "text file", kMaxTextBytes);
     LoadedModel lm = load_model(o->m);
-    const auto ids = lm.tokenizer->encode(text, true, false);
+    const auto ids = encode_input(*lm.tokenizer, text, true, false, "the text file");
     Session session(*lm.model, session_options(o->m, *lm.model, true));
     const PerplexityResult r = perplexity(session, ids, o->m.ctx, [&](const PerplexityResult& p) {
       if (!o->json) fmt::print(stderr, "[window {}] ppl so far {:.4f}\n", p.window_nll.size(), p.ppl);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "encode_input.h"
 #include "output.h"
 #include "core/error.h"
 #include "model_options.h"
@@ -44,7 +45,7 @@ void add_run(CLI::App& app) {
       const ChatMessage msg{"user", o->prompt};
       text = tmpl.render(std::span<const ChatMessage>(&msg, 1), true);
     }
-    const std::vector<int32_t> prompt = tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
+    const std::vector<int32_t> prompt = encode_input(tok, text, /*add_special=*/true, /*parse_special=*/true, "the prompt");
     Session session(*lm.model, session_options(o->m, *lm.model, false));
 
     GenerateOptions g;

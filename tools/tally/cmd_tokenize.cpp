@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "encode_input.h"
 #include "option_checks.h"
 #include "output.h"
 #include "core/error.h"
@@ -33,7 +34,7 @@ void add_tokenize(CLI::App& app) {
     const std::string input = *file ? read_text_file(o->file, "text file", kMaxTextBytes) : o->text;
     const GgufFile f(resolve_model_path(o->model));
     const Tokenizer tok = Tokenizer::from_gguf(f);
-    const auto ids = tok.encode(input, o->add_special, o->parse_special);
+    const auto ids = encode_input(tok, input, o->add_special, o->parse_special, *file ? "the text file" : "the text");
     if (o->json) {
       auto pieces = nlohmann::json::array();
       for (int32_t id : ids) pieces.push_back(tok.token_text(id));
