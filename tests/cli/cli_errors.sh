@@ -169,6 +169,14 @@ if [ -f "$model" ]; then
   expect_warned "a prompt of only 0xFF runs" "the prompt has 2 characters .* each was replaced by U\\+FFFD" "$tally" run -p "$(printf '\xff\xfe')" -n 2
   printf 'The cat sat on the mat.\xc0 The dog sat on the log.\n' >"$tmp/ppl.txt"
   expect_warned "perplexity says what it replaced" "the text file has 1 character" "$tally" perplexity -f "$tmp/ppl.txt" -c 8
+  # --plot paths reach no shell and no gnuplot command: '|cmd' and a newline are plain (bad) file names.
+  if command -v gnuplot >/dev/null; then
+    expect_error "plot path starting with |" "cannot write the plot" "$tally" lab speedup --prompt-tokens 4 --gen-tokens 2 --plot "|touch $tmp/pwned" --json
+    expect_error "plot path with a newline" "cannot write the plot" "$tally" lab speedup --prompt-tokens 4 --gen-tokens 2 --json \
+      --plot "$(printf 'x.png"\nsystem "touch %s/pwned2"\nset output "y' "$tmp")"
+    if [ -e "$tmp/pwned" ] || [ -e "$tmp/pwned2" ]; then echo "FAIL --plot ran a command"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
+    expect_ok "plot to a plain path" '"points"' "$tally" lab speedup --prompt-tokens 4 --gen-tokens 2 --json --plot "$tmp/plot.png"
+  fi
   expect_ok "kv budget with a unit" "Paris" "$tally" run -p "The capital of France is" -n 4 --temp 0 --kv-budget 1GiB
   # Paths and file text that are not UTF-8 come out of every JSON writer as U+FFFD.
   ln -s "$model" "$tmp/m$(printf '\xff').gguf"
