@@ -10,6 +10,7 @@
 #include "output.h"
 #include "core/byte_size.h"
 #include "core/error.h"
+#include "kv/kv_cache.h"
 #include "kv/kv_shape.h"
 #include "lab/cache_speedup.h"
 #include "lab/causal_experiment.h"
@@ -130,8 +131,12 @@ void add_speedup(CLI::App* lab) {
   auto* cmd = lab->add_subcommand("speedup", "Time per generated token with and without the cache");
   add_model_options(cmd, o->m);
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text (cycled or cut to --prompt-tokens)");
-  cmd->add_option("--prompt-tokens", o->prompt_tokens, "Prompt length in tokens")->capture_default_str();
-  cmd->add_option("--gen-tokens", o->gen_tokens, "Tokens to generate")->capture_default_str();
+  cmd->add_option("--prompt-tokens", o->prompt_tokens, "Prompt length in tokens")
+      ->capture_default_str()
+      ->transform(integer_in(1, kMaxContextTokens));
+  cmd->add_option("--gen-tokens", o->gen_tokens, "Tokens to generate")
+      ->capture_default_str()
+      ->transform(integer_in(1, kMaxContextTokens));
   cmd->add_option("--plot", o->plot, "Write a PNG plot here")->check(nonempty_path());
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->callback([o] {
@@ -181,8 +186,12 @@ void add_depth(CLI::App* lab) {
   auto o = std::make_shared<Opts>();
   auto* cmd = lab->add_subcommand("depth", "Decode tokens/s against context depth, beside the crossover context");
   add_model_options(cmd, o->m);
-  cmd->add_option("--max-depth", o->max_depth, "Deepest context (capped at the trained context)")->capture_default_str();
-  cmd->add_option("--decode-tokens", o->decode_tokens, "Timed decode steps per depth")->capture_default_str();
+  cmd->add_option("--max-depth", o->max_depth, "Deepest context (capped at the trained context)")
+      ->capture_default_str()
+      ->transform(integer_in(0, kMaxContextTokens));
+  cmd->add_option("--decode-tokens", o->decode_tokens, "Timed decode steps per depth")
+      ->capture_default_str()
+      ->transform(integer_in(1, kMaxContextTokens));
   cmd->add_option("--plot", o->plot, "Write a PNG plot here")->check(nonempty_path());
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->callback([o] {
