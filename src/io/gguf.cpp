@@ -41,25 +41,26 @@ class Parser {
   GgufValue value(GgufType type, const std::string& key, int depth) {
     GgufValue v;
     v.type = type;
+    const auto name = [&key] { return field(key); };
     switch (type) {
-      case GgufType::U8: v.u = r_.read<uint8_t>(field(key)); break;
-      case GgufType::I8: v.i = r_.read<int8_t>(field(key)); break;
-      case GgufType::U16: v.u = r_.read<uint16_t>(field(key)); break;
-      case GgufType::I16: v.i = r_.read<int16_t>(field(key)); break;
-      case GgufType::U32: v.u = r_.read<uint32_t>(field(key)); break;
-      case GgufType::I32: v.i = r_.read<int32_t>(field(key)); break;
-      case GgufType::U64: v.u = r_.read<uint64_t>(field(key)); break;
-      case GgufType::I64: v.i = r_.read<int64_t>(field(key)); break;
-      case GgufType::F32: v.f = r_.read<float>(field(key)); break;
-      case GgufType::F64: v.f = r_.read<double>(field(key)); break;
+      case GgufType::U8: v.u = r_.read_lazy<uint8_t>(name); break;
+      case GgufType::I8: v.i = r_.read_lazy<int8_t>(name); break;
+      case GgufType::U16: v.u = r_.read_lazy<uint16_t>(name); break;
+      case GgufType::I16: v.i = r_.read_lazy<int16_t>(name); break;
+      case GgufType::U32: v.u = r_.read_lazy<uint32_t>(name); break;
+      case GgufType::I32: v.i = r_.read_lazy<int32_t>(name); break;
+      case GgufType::U64: v.u = r_.read_lazy<uint64_t>(name); break;
+      case GgufType::I64: v.i = r_.read_lazy<int64_t>(name); break;
+      case GgufType::F32: v.f = r_.read_lazy<float>(name); break;
+      case GgufType::F64: v.f = r_.read_lazy<double>(name); break;
       case GgufType::BOOL: {
         const uint64_t at = r_.offset();
-        const auto b = r_.read<uint8_t>(field(key));
+        const auto b = r_.read_lazy<uint8_t>(name);
         if (b > 1) fail("{}: metadata '{}' at byte {}: bool value {} is not 0 or 1", r_.source(), key, at, b);
         v.u = b;
         break;
       }
-      case GgufType::STRING: v.s = r_.read_string(field(key)); break;
+      case GgufType::STRING: v.s = r_.read_string_lazy(name); break;
       case GgufType::ARRAY: {
         if (depth >= kMaxArrayDepth)
           fail("{}: metadata '{}' at byte {}: arrays nested deeper than {}", r_.source(), key, r_.offset(),

@@ -28,19 +28,23 @@ expect_error() {
   fi
 }
 
-# expect_ok NAME PATTERN CMD...: exit 0 and stdout matching PATTERN.
-expect_ok() {
-  local name="$1" pattern="$2"
-  shift 2
+# expect_zero STREAM NAME PATTERN CMD...: exit 0 and STREAM (out or err) matching PATTERN.
+expect_zero() {
+  local stream="$1" name="$2" pattern="$3"
+  shift 3
   "$@" >"$tmp/out" 2>"$tmp/err"
   local rc=$?
-  if [ "$rc" -ne 0 ] || ! grep -qE -- "$pattern" "$tmp/out"; then
+  if [ "$rc" -ne 0 ] || ! grep -qE -- "$pattern" "$tmp/$stream"; then
     echo "FAIL $name: rc=$rc, stdout: $(head -c 300 "$tmp/out"), stderr: $(head -c 300 "$tmp/err")"
     failures=$((failures + 1))
   else
     passes=$((passes + 1))
   fi
 }
+# expect_ok NAME PATTERN CMD...: exit 0 and stdout matching PATTERN.
+expect_ok() { expect_zero out "$@"; }
+# expect_warned NAME PATTERN CMD...: exit 0 and a warning matching PATTERN on stderr.
+expect_warned() { expect_zero err "$@"; }
 
 # expect_full NAME CMD...: with stdout on a full device, exit 1 and say so.
 expect_full() {
@@ -62,19 +66,6 @@ expect_error "missing file" "cannot open" "$tally" inspect -m "$tmp/none.gguf"
 expect_error "wrong magic" "not a GGUF file" "$tally" inspect -m "$tmp/badmagic.gguf"
 expect_error "unknown subcommand" "unknown command 'frobnicate' \\(commands: inspect, " "$tally" frobnicate
 expect_error "unknown lab subcommand" "unknown command 'frob' \\(lab commands: causal" "$tally" lab frob
-# expect_warned NAME PATTERN CMD...: exit 0 and a warning matching PATTERN on stderr.
-expect_warned() {
-  local name="$1" pattern="$2"
-  shift 2
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  if [ "$rc" -ne 0 ] || ! grep -qE -- "$pattern" "$tmp/err"; then
-    echo "FAIL $name: rc=$rc, stderr: $(head -c 300 "$tmp/err")"
-    failures=$((failures + 1))
-  else
-    passes=$((passes + 1))
-  fi
-}
 
 # Bytes the vocabulary has no token for become U+FFFD with a warning, never dropped.
 printf 'a\xffb' >"$tmp/ff.txt"
