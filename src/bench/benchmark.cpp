@@ -35,27 +35,53 @@ std::vector<int32_t> filler(int64_t n, int64_t vocab) {
 
 }  // namespace
 
-uint64_t matmul_macs_per_token(const Model& m) {
-  const auto& c = m.config();
-  uint64_t per_layer = 0;
-  const LayerWeights& L = m.layer(0);
-  for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down})
-    per_layer += static_cast<uint64_t>(w->rows) * w->cols;
-  return per_layer * c.n_layer + static_cast<uint64_t>(m.output().rows) * m.output().cols;
+uint64_t matmul_macs_per_token(const Model& m) { return prefill_matmul_macs(m, 1, false); }
+
+bool runs_as_int8(DType t) {
+  switch (t) {
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q8_0: return true;
+    default: return false;
+  }
+}
+
+uint64_t prefill_matmul_macs(const Model& m, int64_t n_tokens, bool int8_only) {
+  auto macs = [&](const WeightMatrix& w) -> uint64_t {
+    return int8_only && !runs_as_int8(w.type) ? 0 : static_cast<uint64_t>(w.rows) * static_cast<uint64_t>(w.cols);
+  };
+  uint64_t layers = 0;
+  for (int64_t l = 0; l < m.config().n_layer; ++l) {
+    const LayerWeights& L = m.layer(l);
+    for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down}) layers += macs(*w);
+  }
+  return layers * static_cast<uint64_t>(n_tokens) + (n_tokens > 0 ? macs(m.output()) : 0);
 }
 
 std::vector<BenchRow> run_benchmark(const Model& model, const BenchOptions& o, const std::vector<MachineLimits>& limits,
-                                    const std::function<void(const BenchRow&)>& on_row) {
+                                    const std::function<void(const BenchRow&)>& on_row,
+                                    const BenchProgress& on_progress) {
   if (o.reps < 1) fail("-r must be at least 1, got {}", o.reps);
   if (o.n_prompt < 0 || o.n_gen < 0) fail("-p and -n must be >= 0");
   if (o.threads.empty() || o.depths.empty()) fail("give at least one thread count and one depth");
+  for (int64_t d : o.depths)
+    if (d < 0) fail("depth must be >= 0, got {}", d);
   const auto& c = model.config();
   const int64_t max_depth = *std::max_element(o.depths.begin(), o.depths.end());
   const uint64_t kv_tok = kv_bytes_per_token({c.n_layer, c.n_kv_head, c.head_dim}, o.cache_type);
   const double weights = static_cast<double>(model.weight_bytes());
-  const double macs = static_cast<double>(matmul_macs_per_token(model));
   const auto tokens = filler(max_depth + std::max(o.n_prompt, o.n_gen) + 1, c.n_vocab);
   std::vector<BenchRow> rows;
+  const int tests = (o.n_prompt > 0 ? 1 : 0) + (o.n_gen > 0 ? 1 : 0);
+  const int64_t total_reps = static_cast<int64_t>(o.threads.size() * o.depths.size()) * tests * o.reps;
+  int64_t done_reps = 0;
+  auto progress = [&](const std::string& test, int t, int64_t d, const char* step) {
+    if (on_progress)
+      on_progress(fmt::format("{}, {} thread{}, depth {}: {}", test, t, t == 1 ? "" : "s", d, step), done_reps,
+                  total_reps);
+  };
 
   for (int t : o.threads) {
     const MachineLimits* lim = nullptr;
@@ -70,32 +96,53 @@ std::vector<BenchRow> run_benchmark(const Model& model, const BenchOptions& o, c
     std::vector<int64_t> depths = o.depths;
     std::sort(depths.begin(), depths.end());
     for (int64_t d : depths) {
-      if (d < 0) fail("depth must be >= 0, got {}", d);
       if (s.length() > d) s.truncate(d);
-      if (s.length() < d) s.append(std::span<const int32_t>(tokens).subspan(s.length(), d - s.length()));
+      if (s.length() < d) {
+        progress("cache", t, d, "filling");
+        s.append(std::span<const int32_t>(tokens).subspan(s.length(), d - s.length()));
+      }
       if (o.n_prompt > 0) {
+        const std::string test = fmt::format("pp{}", o.n_prompt);
+        if (o.warmup) {
+          progress(test, t, d, "warmup");
+          s.append(std::span<const int32_t>(tokens).subspan(d, o.n_prompt));
+        }
         std::vector<double> tps;
         for (int r = 0; r < o.reps; ++r) {
+          progress(test, t, d, fmt::format("rep {}/{}", r + 1, o.reps).c_str());
           s.truncate(d);
           const auto t0 = Clock::now();
           s.append(std::span<const int32_t>(tokens).subspan(d, o.n_prompt));
           tps.push_back(static_cast<double>(o.n_prompt) / seconds_since(t0));
+          ++done_reps;
         }
         BenchRow row;
-        row.test = fmt::format("pp{}", o.n_prompt);
+        row.test = test;
         row.threads = t;
         row.depth = d;
         mean_stddev(tps, row.tps_mean, row.tps_stddev);
-        const double avg_keys = static_cast<double>(d) + (o.n_prompt + 1) / 2.0;
-        row.flops_per_token = 2 * macs + 4.0 * c.n_layer * c.n_head * c.head_dim * avg_keys;
+        const double n = static_cast<double>(o.n_prompt);
+        const double avg_keys = static_cast<double>(d) + (n + 1) / 2.0;
+        row.flops_per_token = 2.0 * static_cast<double>(prefill_matmul_macs(model, o.n_prompt, false)) / n +
+                              4.0 * c.n_layer * c.n_head * c.head_dim * avg_keys;
         row.gflops = row.flops_per_token * row.tps_mean / 1e9;
         row.pct_limit = lim && lim->fma_gflops > 0 ? 100 * row.gflops / lim->fma_gflops : 0;
+        row.int8_ops_per_token = 2.0 * static_cast<double>(prefill_matmul_macs(model, o.n_prompt, true)) / n;
+        row.int8_gops = row.int8_ops_per_token * row.tps_mean / 1e9;
+        row.pct_int8_peak = lim && lim->int8_gops > 0 ? 100 * row.int8_gops / lim->int8_gops : 0;
         rows.push_back(row);
         if (on_row) on_row(row);
       }
       if (o.n_gen > 0) {
+        const std::string test = fmt::format("tg{}", o.n_gen);
+        if (o.warmup) {
+          progress(test, t, d, "warmup");
+          s.truncate(d);
+          s.append(std::span<const int32_t>(tokens).subspan(d, 1));
+        }
         std::vector<double> tps;
         for (int r = 0; r < o.reps; ++r) {
+          progress(test, t, d, fmt::format("rep {}/{}", r + 1, o.reps).c_str());
           s.truncate(d);
           int32_t tok = tokens[d];
           const auto t0 = Clock::now();
@@ -104,9 +151,10 @@ std::vector<BenchRow> run_benchmark(const Model& model, const BenchOptions& o, c
             tok = tokens[d + i + 1];
           }
           tps.push_back(static_cast<double>(o.n_gen) / seconds_since(t0));
+          ++done_reps;
         }
         BenchRow row;
-        row.test = fmt::format("tg{}", o.n_gen);
+        row.test = test;
         row.threads = t;
         row.depth = d;
         mean_stddev(tps, row.tps_mean, row.tps_stddev);

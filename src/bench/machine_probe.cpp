@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <vector>
 
-#include "kernels/cpu_features.h"
-#include "kernels/simd_avx2.h"
+#include "bench/peak_loops.h"
 #include "core/thread_pool.h"
 
 namespace tally {
@@ -16,59 +16,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-#if TALLY_HAVE_X86
-// Streams p with 4 independent sums, asking for the lines 8 KiB ahead as the
-// matrix kernels do: the probe then reads as fast as they can (two cores
-// read ~12% more with it on AMD Zen 5).
-TALLY_AVX2 uint64_t read_sum_avx2(const uint8_t* p, size_t n) {
-  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-  for (size_t i = 0; i + 128 <= n; i += 128) {
-    _mm_prefetch(reinterpret_cast<const char*>(p + i + 8192), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(p + i + 8192 + 64), _MM_HINT_T0);
-    a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
-    a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
-    a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
-    a3 = _mm256_add_epi64(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
-  }
-  const __m256i s = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
-  alignas(32) uint64_t out[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(out), s);
-  return out[0] + out[1] + out[2] + out[3];
-}
-
-// 8 independent FMA chains of 8 lanes hide the FMA latency.
-TALLY_AVX2 float fma_loop_avx2(int64_t iters) {
-  __m256 acc[8];
-  for (int k = 0; k < 8; ++k) acc[k] = _mm256_set1_ps(0.001f * k);
-  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
-  for (int64_t i = 0; i < iters; ++i)
-    for (int k = 0; k < 8; ++k) acc[k] = _mm256_fmadd_ps(acc[k], a, b);
-  __m256 s = acc[0];
-  for (int k = 1; k < 8; ++k) s = _mm256_add_ps(s, acc[k]);
-  alignas(32) float out[8];
-  _mm256_store_ps(out, s);
-  return out[0];
-}
-
-// The same with 16 lanes, for CPUs whose widest FMA is AVX-512's.
-__attribute__((target("avx512f"))) float fma_loop_avx512(int64_t iters) {
-  __m512 acc[8];
-  for (int k = 0; k < 8; ++k) acc[k] = _mm512_set1_ps(0.001f * k);
-  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
-  for (int64_t i = 0; i < iters; ++i)
-    for (int k = 0; k < 8; ++k) acc[k] = _mm512_fmadd_ps(acc[k], a, b);
-  __m512 s = acc[0];
-  for (int k = 1; k < 8; ++k) s = _mm512_add_ps(s, acc[k]);
-  alignas(64) float out[16];
-  _mm512_store_ps(out, s);
-  return out[0];
-}
-#endif
+constexpr int64_t kScalarInt8Chains = 4;
 
 uint64_t read_sum(const uint8_t* p, size_t n) {
-#if TALLY_HAVE_X86
-  if (simd_at_least(SimdLevel::Avx2)) return read_sum_avx2(p, n);
-#endif
+  if (simd_at_least(SimdLevel::Avx2)) return probe::read_sum_avx2(p, n);
   uint64_t s = 0;
   for (size_t i = 0; i + 8 <= n; i += 64) {
     uint64_t v;
@@ -78,7 +29,70 @@ uint64_t read_sum(const uint8_t* p, size_t n) {
   return s;
 }
 
+float fma_loop_scalar(int64_t iters) {
+  float acc = 0;
+  for (int64_t k = 0; k < iters * 8; ++k) acc = acc * 0.999999f + 1e-7f;
+  return acc;
+}
+
+int32_t int8_loop_scalar(int64_t iters) {
+  int32_t acc[kScalarInt8Chains] = {0, 1, 2, 3};
+  uint8_t u = 3;
+  for (int64_t i = 0; i < iters; ++i) {
+#if defined(__GNUC__)
+    asm volatile("" : "+r"(u));
+#endif
+    // a different signed factor per chain: four real products per iteration
+    for (int64_t k = 0; k < kScalarInt8Chains; ++k) acc[k] += static_cast<int32_t>(u) * static_cast<int32_t>(-2 - k);
+  }
+  return acc[0] + acc[1] + acc[2] + acc[3];
+}
+
+// Runs loop(iters) once on each of `threads` threads; returns the seconds of the whole.
+template <class Loop>
+double time_on_threads(ThreadPool& pool, int threads, int64_t iters, Loop loop) {
+  std::vector<int64_t> sink(threads);
+  const auto t0 = Clock::now();
+  pool.parallel_for(threads, [&](int64_t b, int64_t e, int w) {
+    for (int64_t i = b; i < e; ++i) sink[w] += static_cast<int64_t>(loop(iters));
+  });
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
 }  // namespace
+
+Int8Kind int8_kind_for(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::Avx512Vnni: return Int8Kind::Vnni512;
+    case SimdLevel::Avx2Vnni: return Int8Kind::Vnni256;
+    case SimdLevel::Avx2: return Int8Kind::Avx2Maddubs;
+    default: return Int8Kind::Scalar;
+  }
+}
+
+const char* int8_kind_name(Int8Kind k) {
+  switch (k) {
+    case Int8Kind::Vnni512: return "vpdpbusd 512-bit";
+    case Int8Kind::Vnni256: return "vpdpbusd 256-bit";
+    case Int8Kind::Avx2Maddubs: return "vpmaddubsw+vpmaddwd 256-bit";
+    default: return "scalar";
+  }
+}
+
+int64_t int8_macs_per_iteration(Int8Kind k) {
+  switch (k) {
+    case Int8Kind::Vnni512: return probe::kInt8ChainsVnni512 * 64;
+    case Int8Kind::Vnni256: return probe::kInt8ChainsVnni256 * 32;
+    case Int8Kind::Avx2Maddubs: return probe::kInt8ChainsAvx2 * 32;
+    default: return kScalarInt8Chains;
+  }
+}
+
+double giga_ops_per_second(int threads, int64_t iters, int64_t macs_per_iter, double seconds) {
+  if (seconds <= 0) return 0;
+  return static_cast<double>(threads) * static_cast<double>(iters) * static_cast<double>(macs_per_iter) * 2.0 /
+         seconds / 1e9;
+}
 
 MachineLimits probe_machine(int threads) {
   MachineLimits m;
@@ -105,30 +119,23 @@ MachineLimits probe_machine(int threads) {
 
   // FMA peak at the widest vectors the kernels may use: each thread runs the
   // same loop; 8 chains x 8 (or 16) lanes x 2 flops per iteration.
-  const bool wide = simd_at_least(SimdLevel::Avx512Vnni);
   const int64_t iters = 20'000'000;
-  std::vector<float> fsink(threads);
-  const auto t0 = Clock::now();
-  pool.parallel_for(threads, [&](int64_t b, int64_t e, int w) {
-    for (int64_t i = b; i < e; ++i) {
-#if TALLY_HAVE_X86
-      if (wide) {
-        fsink[w] += fma_loop_avx512(iters);
-        continue;
-      }
-      if (simd_at_least(SimdLevel::Avx2)) {
-        fsink[w] += fma_loop_avx2(iters);
-        continue;
-      }
-#endif
-      float acc = 0;
-      for (int64_t k = 0; k < iters * 8; ++k) acc = acc * 0.999999f + 1e-7f;
-      fsink[w] += acc;
-    }
-  });
-  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  const double lanes = wide ? 128.0 : simd_at_least(SimdLevel::Avx2) ? 64.0 : 1.0;
-  m.fma_gflops = static_cast<double>(threads) * iters * lanes * 2 / s / 1e9;
+  const bool wide = simd_at_least(SimdLevel::Avx512Vnni), avx2 = simd_at_least(SimdLevel::Avx2);
+  const double fs = time_on_threads(pool, threads, iters,
+                                    wide ? probe::fma_loop_avx512 : avx2 ? probe::fma_loop_avx2 : fma_loop_scalar);
+  const int64_t fma_per_iter = wide ? probe::kFmaChains * 16 : avx2 ? probe::kFmaChains * 8 : 8;
+  m.fma_gflops = giga_ops_per_second(threads, iters, fma_per_iter, fs);
+
+  // int8 peak with the instructions the kernels of this level use.
+  const Int8Kind kind = int8_kind_for(simd_level());
+  m.int8_kind = int8_kind_name(kind);
+  int32_t (*int8_loop)(int64_t) = int8_loop_scalar;
+  if (kind == Int8Kind::Vnni512) int8_loop = probe::int8_loop_vnni512;
+  if (kind == Int8Kind::Vnni256) int8_loop = probe::int8_loop_vnni256;
+  if (kind == Int8Kind::Avx2Maddubs) int8_loop = probe::int8_loop_avx2;
+  const int64_t int8_iters = kind == Int8Kind::Scalar ? iters * 4 : iters;
+  const double is = time_on_threads(pool, threads, int8_iters, int8_loop);
+  m.int8_gops = giga_ops_per_second(threads, int8_iters, int8_macs_per_iteration(kind), is);
   return m;
 }
 

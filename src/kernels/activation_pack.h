@@ -1,9 +1,11 @@
 #pragma once
 // Q8 activations rearranged for the split-layout kernels (see split_layout.h),
 // built once per matmul input and shared by every matrix that reads it.
+// `blocks` keeps the plain blocks (the scalar kernels read those).
 // Per token, q holds nb * 32 int8 values in the runs of the weights' quants
 // (split_layout.h): in a run of W blocks, for k = 0..7, values 4k..4k+3 of its
-// blocks side by side (4W bytes per k).
+// blocks side by side (4W bytes per k). nb is the token's blocks rounded up
+// to even (split_blocks); a padding block is zero.
 // d, s: (n, nb8) floats, the blocks' scale and scale * sum, zero-padded to
 // nb8 = nb rounded up to 8 (kernels read scales 8 blocks at a time).
 // Capacity is reserved once (reserve()); build() then never allocates.
@@ -16,13 +18,15 @@ namespace tally {
 
 struct ActivationPack {
   int64_t n = 0, nb = 0, nb8 = 0;
-  const BlockQ8* blocks = nullptr;  // (n, nb): the plain blocks
+  const BlockQ8* blocks = nullptr;  // (n, cols / 32): the plain blocks
   std::vector<int8_t> q;
   std::vector<float> d, s;
 
   void reserve(int64_t max_tokens, int64_t max_blocks);
-  // PRECONDITION: nb even (rows of a multiple of 64 values).
+  // x: (n_tokens, blocks_per_token) blocks, which must outlive the pack.
   void build(const BlockQ8* x, int64_t n_tokens, int64_t blocks_per_token);
+  // A pack of its own (allocating): for callers outside the forward pass.
+  static ActivationPack of(const BlockQ8* x, int64_t n_tokens, int64_t blocks_per_token);
 
   // Values of `token` from the run starting at block b on.
   const int8_t* q_at(int64_t token, int64_t b) const { return q.data() + (token * nb + b) * 32; }

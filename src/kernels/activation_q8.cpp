@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "kernels/cpu_features.h"
+#include "kernels/kernel_table.h"
 
 namespace tally {
 
@@ -24,9 +24,6 @@ void quantize_row_q8_scalar(const float* x, BlockQ8* out, int64_t n) {
   }
 }
 
-void quantize_row_q8(const float* x, BlockQ8* out, int64_t n) {
-  if (simd_at_least(SimdLevel::Avx2)) return quantize_row_q8_avx2(x, out, n);
-  quantize_row_q8_scalar(x, out, n);
-}
+void quantize_row_q8(const float* x, BlockQ8* out, int64_t n) { kernels().quantize_q8(x, out, n); }
 
 }  // namespace tally

@@ -13,9 +13,9 @@ struct BlockQ8 {
 };
 static_assert(sizeof(BlockQ8) == 40);
 
-// x has n values (n % 32 == 0); out has n / 32 blocks.
+// x has n values (n % 32 == 0); out has n / 32 blocks. The kernel of the
+// current level (kernel_table.h), bit-identical to the scalar reference.
 void quantize_row_q8(const float* x, BlockQ8* out, int64_t n);
 void quantize_row_q8_scalar(const float* x, BlockQ8* out, int64_t n);
-void quantize_row_q8_avx2(const float* x, BlockQ8* out, int64_t n);
 
 }  // namespace tally

@@ -44,12 +44,8 @@ void attention_merge(const float* partials, int64_t n_chunks, int64_t n_q, int64
 // All chunks of one group, then the merge: out = softmax(q . K[0..n_visible) * scale) V,
 // scoring keys [0, n_keys). n_visible < 0 means n_keys. scratch:
 // attention_scratch_floats(n_q, head_dim, n_keys) floats.
+// attend_chunk and attend_group run the kernels of the current level
+// (kernel_table.h); kernels_at(SimdLevel::Scalar) has the reference.
 void attend_group(const float* q, int64_t n_q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys, float scale,
                   float* scratch, float* out, int64_t n_visible = -1);
-// One query head (n_q = 1); attend_scalar always uses the scalar reference kernels.
-void attend(const float* q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys, float scale, float* scratch,
-            float* out, int64_t n_visible = -1);
-void attend_scalar(const float* q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys, float scale,
-                   float* scratch, float* out, int64_t n_visible = -1);
-
 }  // namespace tally

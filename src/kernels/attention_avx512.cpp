@@ -1,18 +1,22 @@
-// simd_avx512.h first: it includes <immintrin.h> (see there why).
-#include "kernels/simd_avx512.h"
-
-#include "kernels/attention_avx512.h"
+// The AVX-512 attention kernels (compiled with -mavx512f/bw/vl besides AVX2;
+// called only when the CPU has them). They take head sizes that fill 16-float
+// vectors and groups of up to 8 heads, and hand other shapes to the AVX2
+// kernels; a chunk whose scores are not all finite goes to the scalar softmax.
+#include "kernels/attention_ops_avx2.h"  // first: it includes <immintrin.h>
 
 #include <cmath>
 #include <limits>
 
+#include "kernels/attention_chunk.h"
 #include "kernels/attention_runs.h"
 #include "kernels/exp_simd.h"
+#include "kernels/kernel_table.h"
 
-namespace tally::avx512_attention {
+namespace tally {
 
-#if TALLY_HAVE_X86
+#ifdef __AVX512F__
 namespace {
+namespace avx512 {
 
 constexpr int kMaxGroup = 8;
 
@@ -20,7 +24,7 @@ constexpr int kMaxGroup = 8;
 #define TALLY_ALWAYS_INLINE inline __attribute__((always_inline))
 
 template <bool kF32>
-TALLY_AVX512 TALLY_ALWAYS_INLINE __m512 load16(const uint8_t* p, int64_t i) {
+TALLY_ALWAYS_INLINE __m512 load16(const uint8_t* p, int64_t i) {
   return kF32 ? _mm512_loadu_ps(reinterpret_cast<const float*>(p) + i)
               : _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * i)));
 }
@@ -28,7 +32,7 @@ TALLY_AVX512 TALLY_ALWAYS_INLINE __m512 load16(const uint8_t* p, int64_t i) {
 // Sum of 16 lanes by halving: lanes (i, i+8), then (i, i+4), (i, i+2), (i, i+1).
 // transpose_sums below adds in exactly this tree (float addition commutes
 // exactly), so a key's score does not depend on which kernel summed it.
-TALLY_AVX512 TALLY_ALWAYS_INLINE float hsum16(__m512 a) {
+TALLY_ALWAYS_INLINE float hsum16(__m512 a) {
   const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1));
   const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(a), hi);
   const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
@@ -38,21 +42,21 @@ TALLY_AVX512 TALLY_ALWAYS_INLINE float hsum16(__m512 a) {
 
 // The four steps of 16 lane sums done 16 vectors at a time (a transpose that adds):
 // two vectors -> their (i, i+8) sums, 8 lanes each;
-TALLY_AVX512 TALLY_ALWAYS_INLINE __m512 halve1(__m512 x, __m512 y) {
+TALLY_ALWAYS_INLINE __m512 halve1(__m512 x, __m512 y) {
   return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(1, 0, 1, 0)),
                        _mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(3, 2, 3, 2)));
 }
 // two of those -> (i, i+4) sums of 4 vectors, one per 128-bit lane;
-TALLY_AVX512 TALLY_ALWAYS_INLINE __m512 halve2(__m512 u, __m512 v) {
+TALLY_ALWAYS_INLINE __m512 halve2(__m512 u, __m512 v) {
   return _mm512_add_ps(_mm512_shuffle_f32x4(u, v, _MM_SHUFFLE(2, 0, 2, 0)),
                        _mm512_shuffle_f32x4(u, v, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 // two of those (vectors 0-3, 4-7) -> lane j: (i, i+2) sums of vectors j, 4+j, j, 4+j;
-TALLY_AVX512 TALLY_ALWAYS_INLINE __m512 halve3(__m512 s, __m512 t) {
+TALLY_ALWAYS_INLINE __m512 halve3(__m512 s, __m512 t) {
   return _mm512_add_ps(_mm512_unpacklo_ps(s, t), _mm512_unpackhi_ps(s, t));
 }
 // two of those (vectors 0-7, 8-15) -> lane 4j + m: the full sum of vector 4m + j.
-TALLY_AVX512 TALLY_ALWAYS_INLINE __m512 halve4(__m512 r, __m512 w) {
+TALLY_ALWAYS_INLINE __m512 halve4(__m512 r, __m512 w) {
   return _mm512_add_ps(_mm512_shuffle_ps(r, w, _MM_SHUFFLE(1, 0, 1, 0)),
                        _mm512_shuffle_ps(r, w, _MM_SHUFFLE(3, 2, 3, 2)));
 }
@@ -60,7 +64,7 @@ TALLY_AVX512 TALLY_ALWAYS_INLINE __m512 halve4(__m512 r, __m512 w) {
 // acc[h] = q_h * k lane-wise, summed over the head's 16-float slices in order.
 // ND: the head's count of slices when fixed at compile time (fully unrolled), 0 if not.
 template <int NQ, int ND, bool kF32>
-TALLY_AVX512 TALLY_ALWAYS_INLINE void key_products(const float* q, const uint8_t* k, int64_t n, __m512* acc) {
+TALLY_ALWAYS_INLINE void key_products(const float* q, const uint8_t* k, int64_t n, __m512* acc) {
   const int64_t nd = ND > 0 ? ND : n / 16;
   for (int h = 0; h < NQ; ++h) acc[h] = _mm512_setzero_ps();
   for (int64_t i = 0; i < nd; ++i) {
@@ -71,7 +75,7 @@ TALLY_AVX512 TALLY_ALWAYS_INLINE void key_products(const float* q, const uint8_t
 
 // Four consecutive keys -> per head, their (i, i+4) sums (halve2 layout).
 template <int NQ, int ND, bool kF32>
-TALLY_AVX512 TALLY_ALWAYS_INLINE void four_keys(const float* q, const uint8_t* k, uint64_t step, int64_t n,
+TALLY_ALWAYS_INLINE void four_keys(const float* q, const uint8_t* k, uint64_t step, int64_t n,
                                                 __m512* out) {
   __m512 a[NQ], b[NQ], p01[NQ];
   key_products<NQ, ND, kF32>(q, k, n, a);
@@ -84,7 +88,7 @@ TALLY_AVX512 TALLY_ALWAYS_INLINE void four_keys(const float* q, const uint8_t* k
 
 // Sixteen consecutive keys: one vector of scores per head, no per-key horizontal sum.
 template <int NQ, int ND, bool kF32>
-TALLY_AVX512 TALLY_ALWAYS_INLINE void sixteen_keys(const float* q, const uint8_t* k, uint64_t step, int64_t n,
+TALLY_ALWAYS_INLINE void sixteen_keys(const float* q, const uint8_t* k, uint64_t step, int64_t n,
                                                    __m512 vscale, float* scores, int64_t stride) {
   __m512 s0[NQ], s1[NQ], r0[NQ];
   four_keys<NQ, ND, kF32>(q, k, step, n, s0);
@@ -100,7 +104,7 @@ TALLY_AVX512 TALLY_ALWAYS_INLINE void sixteen_keys(const float* q, const uint8_t
 }
 
 template <int NQ, int ND, bool kF32>
-TALLY_AVX512 void dots_t(const float* q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, float scale,
+void dots_t(const float* q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, float scale,
                          float* scores, int64_t stride) {
   const __m512 vscale = _mm512_set1_ps(scale);
   int64_t j = 0;
@@ -114,7 +118,7 @@ TALLY_AVX512 void dots_t(const float* q, const uint8_t* k, int64_t m, uint64_t s
 
 // The model head sizes (64, 128) get fully unrolled kernels.
 template <int NQ>
-TALLY_AVX512 void dots_n(const float* q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t, float scale,
+void dots_n(const float* q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t, float scale,
                          float* scores, int64_t stride) {
   const bool f32 = t == DType::F32;
   if (n == 64) {
@@ -132,7 +136,7 @@ TALLY_AVX512 void dots_n(const float* q, const uint8_t* k, int64_t m, uint64_t s
 // Values of a slice of W 16-float vectors starting at dimension d0, for NQ
 // heads: the NQ * W partial outputs stay in registers over all the keys.
 template <int NQ, int W, bool kF32>
-TALLY_AVX512 void weighted_sum_t(float* out, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
+void weighted_sum_t(float* out, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
                                  int64_t b, int64_t e) {
   const int64_t hd = kv.head_dim;
   for (int64_t d0 = 0; d0 < hd; d0 += 16 * W) {
@@ -161,7 +165,7 @@ TALLY_AVX512 void weighted_sum_t(float* out, const float* w, int64_t stride, con
 
 // The widest slice (4, 2 or 1 vectors) that divides the head and keeps at most 16 accumulators.
 template <int NQ>
-TALLY_AVX512 void weighted_sum_n(float* out, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
+void weighted_sum_n(float* out, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
                                  int64_t b, int64_t e) {
   const int64_t nv = kv.head_dim / 16;
   const bool f32 = kv.type == DType::F32;
@@ -177,9 +181,10 @@ TALLY_AVX512 void weighted_sum_n(float* out, const float* w, int64_t stride, con
   weighted_sum_t<NQ, 1, false>(out, w, stride, kv, g, b, e);
 }
 
-}  // namespace
-
-TALLY_AVX512 bool dots_block(const float* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step,
+// scores[h * stride + j] = (q_h . k_j) * scale for m keys `step` bytes apart;
+// false (nothing done) for a shape these kernels do not take. A key's score
+// is the same bits whether it is summed with 15 other keys or alone.
+bool dots_block(const float* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step,
                              int64_t head_dim, DType t, float scale, float* scores, int64_t stride) {
   if (head_dim % 16 != 0 || n_q < 1 || n_q > kMaxGroup) return false;
   switch (n_q) {
@@ -195,7 +200,8 @@ TALLY_AVX512 bool dots_block(const float* q, int64_t n_q, const uint8_t* k, int6
   return true;
 }
 
-TALLY_AVX512 bool exp_sum(float* x, int64_t n, float* max_out, float* sum_out) {
+// x[j] = exp(x[j] - max), writing the max and the sum; false when the max is not finite.
+bool exp_sum(float* x, int64_t n, float* max_out, float* sum_out) {
   const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   const __mmask16 tail = static_cast<__mmask16>((1u << (n % 16)) - 1);
   const int64_t full = n - n % 16;
@@ -221,8 +227,9 @@ TALLY_AVX512 bool exp_sum(float* x, int64_t n, float* max_out, float* sum_out) {
   return true;
 }
 
-TALLY_AVX512 bool weighted_sum(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv,
-                               int64_t kv_head, int64_t b, int64_t e) {
+// out_h = sum over positions p in [b, e) of w[h * stride + p - b] * v_p; false for a shape not taken.
+bool weighted_sum(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv, int64_t kv_head,
+                  int64_t b, int64_t e) {
   if (kv.head_dim % 16 != 0 || n_q < 1 || n_q > kMaxGroup) return false;
   switch (n_q) {
     case 1: weighted_sum_n<1>(out, w, stride, kv, kv_head, b, e); break;
@@ -237,16 +244,32 @@ TALLY_AVX512 bool weighted_sum(float* out, int64_t n_q, const float* w, int64_t 
   return true;
 }
 
-#else  // no x86: never called (simd_level() is Scalar), but must link
+}  // namespace avx512
 
-bool dots_block(const float*, int64_t, const uint8_t*, int64_t, uint64_t, int64_t, DType, float, float*, int64_t) {
-  return false;
-}
-bool exp_sum(float*, int64_t, float*, float*) { return false; }
-bool weighted_sum(float*, int64_t, const float*, int64_t, const KvLayerView&, int64_t, int64_t, int64_t) {
-  return false;
-}
+struct Avx512Ops {
+  static void dots_block(const float* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t,
+                         float scale, float* scores, int64_t stride) {
+    if (!avx512::dots_block(q, n_q, k, m, step, n, t, scale, scores, stride))
+      Avx2Ops::dots_block(q, n_q, k, m, step, n, t, scale, scores, stride);
+  }
+  static float exp_sum(float* x, int64_t n, float* max_out) {
+    float sum = 0;
+    if (avx512::exp_sum(x, n, max_out, &sum)) return sum;
+    return ScalarOps::exp_sum(x, n, max_out);
+  }
+  static void weighted_sum(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
+                           int64_t b, int64_t e) {
+    if (!avx512::weighted_sum(out, n_q, w, stride, kv, g, b, e)) Avx2Ops::weighted_sum(out, n_q, w, stride, kv, g, b, e);
+  }
+};
+}  // namespace
 
+void install_attention_avx512(KernelTable& t) {
+  t.attend_chunk = attend_chunk_impl<Avx512Ops>;
+  t.attend_group = attend_group_impl<Avx512Ops>;
+}
+#else
+void install_attention_avx512(KernelTable&) {}
 #endif
 
-}  // namespace tally::avx512_attention
+}  // namespace tally

@@ -5,10 +5,10 @@
 // accurate as their scalar references. A float polynomial (about 2 ulp) was
 // measurably worse: in the SwiGLU and the attention softmax it moved the
 // logits away from the HF reference. -inf gives exactly 0.
-// Marked TALLY_AVX2 / TALLY_AVX512: call only after the CPU check.
-#include "kernels/simd_avx512.h"
+// For the translation units compiled for AVX2 (exp8) and AVX-512 (exp16).
+#include "kernels/x86_intrinsics.h"
 
-#if TALLY_HAVE_X86
+#ifdef __AVX2__
 namespace tally {
 namespace exp_f64 {
 // Inputs are clamped to [kLo, kHi] (beyond float's range either way); then
@@ -21,7 +21,7 @@ inline constexpr double kInvFact[] = {1.0 / 39916800, 1.0 / 3628800, 1.0 / 36288
 
 // 4 doubles: 2^n e^r with r = x - n ln2, |r| <= ln2/2, Taylor to degree 11
 // (truncation below 3e-13 relative).
-TALLY_AVX2 inline __m256d exp4_f64(__m256d x) {
+inline __m256d exp4_f64(__m256d x) {
   using namespace exp_f64;
   x = _mm256_min_pd(_mm256_max_pd(x, _mm256_set1_pd(kLo)), _mm256_set1_pd(kHi));
   const __m256d n =
@@ -36,14 +36,15 @@ TALLY_AVX2 inline __m256d exp4_f64(__m256d x) {
   return _mm256_mul_pd(p, _mm256_castsi256_pd(bits));
 }
 
-TALLY_AVX2 inline __m256 exp8(__m256 x) {
+inline __m256 exp8(__m256 x) {
   const __m128 lo = _mm256_cvtpd_ps(exp4_f64(_mm256_cvtps_pd(_mm256_castps256_ps128(x))));
   const __m128 hi = _mm256_cvtpd_ps(exp4_f64(_mm256_cvtps_pd(_mm256_extractf128_ps(x, 1))));
   return _mm256_set_m128(hi, lo);
 }
 
+#ifdef __AVX512F__
 // 8 doubles, as exp4_f64.
-TALLY_AVX512 inline __m512d exp8_f64(__m512d x) {
+inline __m512d exp8_f64(__m512d x) {
   using namespace exp_f64;
   x = _mm512_min_pd(_mm512_max_pd(x, _mm512_set1_pd(kLo)), _mm512_set1_pd(kHi));
   const __m512d n =
@@ -57,12 +58,13 @@ TALLY_AVX512 inline __m512d exp8_f64(__m512d x) {
   return _mm512_mul_pd(p, _mm512_castsi512_pd(bits));
 }
 
-TALLY_AVX512 inline __m512 exp16(__m512 x) {
+inline __m512 exp16(__m512 x) {
   const __m256 lo = _mm512_cvtpd_ps(exp8_f64(_mm512_cvtps_pd(_mm512_castps512_ps256(x))));
   const __m256 hi =
       _mm512_cvtpd_ps(exp8_f64(_mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)))));
   return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
 }
+#endif  // __AVX512F__
 
 }  // namespace tally
-#endif
+#endif  // __AVX2__

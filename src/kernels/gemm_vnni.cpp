@@ -1,8 +1,7 @@
-// AVX-VNNI instances of the tiled kernels (compiled with -mavxvnni as well;
-// called only when the CPU has it). vpdpbusd computes the same integer sums
-// as the AVX2 maddubs + madd pair, so results are bit-identical.
-#include "kernels/gemm.h"
-#include "kernels/split_layout.h"
+// AVX-VNNI instances of the split-layout kernels (compiled with -mavxvnni as
+// well; called only when the CPU has it). vpdpbusd computes the same integer
+// sums as the AVX2 maddubs + madd pair, so results are bit-identical.
+#include "kernels/kernel_table.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include "kernels/gemm_tiles.h"
@@ -11,11 +10,9 @@
 namespace tally {
 
 #if defined(__x86_64__) || defined(__i386__)
-GemmFn gemm_vnni_fn(DType type) { return gemm_for<DotVnni>(type); }
-SplitGemmFn split_gemm_vnni_fn(DType type) { return split_gemm_for<Lanes256<DotVnni>>(type); }
+void install_gemm_vnni(KernelTable& t) { install_split_kernels<Lanes256<DotVnni>>(t); }
 #else
-GemmFn gemm_vnni_fn(DType) { return nullptr; }
-SplitGemmFn split_gemm_vnni_fn(DType) { return nullptr; }
+void install_gemm_vnni(KernelTable&) {}
 #endif
 
 }  // namespace tally

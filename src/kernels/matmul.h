@@ -1,12 +1,15 @@
 #pragma once
-// y = x W^T for a quantized weight matrix W (rows x cols, row-major blocks as
-// stored in GGUF: dims {cols, rows}) and n_tokens Q8 activation rows.
-// Every (row, token) dot runs the same kernel whatever n_tokens is, so a
+// y = x W^T for a weight matrix W (rows x cols, row-major blocks as stored in
+// GGUF: dims {cols, rows}) and n_tokens Q8 activation rows, by the kernel of
+// the current level (kernel_table.h) for W's type, rows spread over a pool.
+// Every (row, token) dot runs the same arithmetic whatever n_tokens is, so a
 // prefill of n tokens and n one-token decode steps give bit-identical results.
 #include <cstdint>
+#include <memory>
 #include <span>
 
 #include "core/dtype.h"
+#include "kernels/activation_pack.h"
 #include "kernels/activation_q8.h"
 
 namespace tally {
@@ -19,18 +22,19 @@ struct WeightMatrix {
   int64_t cols = 0;       // input features (multiple of 32 / the block size)
   uint64_t row_bytes = 0;
   const uint8_t* data = nullptr;  // rows * row_bytes bytes: the mapped file, or a repacked copy
-  bool split = false;             // rows in the split layout of split_layout.h
+  bool split = false;             // rows in the split layout of split_layout.h (Q4_0, Q4_1, Q8_0 always are)
 
   const uint8_t* row(int64_t r) const { return data + static_cast<uint64_t>(r) * row_bytes; }
 };
 
-struct ActivationPack;
+// A matrix of `type` in the layout its kernels read, from rows x cols values
+// stored as GGUF blocks at `native`: the split formats are repacked into
+// `storage` (allocated here), the others point at `native`.
+WeightMatrix make_weight_matrix(DType type, int64_t rows, int64_t cols, const uint8_t* native,
+                                std::unique_ptr<uint8_t[]>& storage);
 
-// x: (n_tokens, cols / 32) blocks; y: (n_tokens, rows) floats. Split-layout
-// weights read `pack` (x rearranged, see activation_pack.h); when it is null
-// one is built here (allocating: the forward pass passes its own).
-void matmul(const WeightMatrix& w, const BlockQ8* x, int64_t n_tokens, float* y, ThreadPool& pool,
-            const ActivationPack* pack = nullptr);
+// x: the activations packed once per input (activation_pack.h); y: (x.n, rows) floats.
+void matmul(const WeightMatrix& w, const ActivationPack& x, float* y, ThreadPool& pool);
 // Several products of the same input (q/k/v, gate/up) as one parallel job over
 // all their rows: one wait instead of one per matrix, and larger ranges per
 // thread. Each y is exactly what matmul() gives.
@@ -38,9 +42,9 @@ struct MatmulOut {
   const WeightMatrix* w;
   float* y;
 };
-void matmul_many(std::span<const MatmulOut> outs, const BlockQ8* x, int64_t n_tokens, ThreadPool& pool,
-                 const ActivationPack* pack = nullptr);
-// Same with the scalar kernel, one thread: the reference.
-void matmul_reference(const WeightMatrix& w, const BlockQ8* x, int64_t n_tokens, float* y);
+void matmul_many(std::span<const MatmulOut> outs, const ActivationPack& x, ThreadPool& pool);
+
+// True when some kernel level multiplies matrices of `type`.
+bool matmul_supported(DType type);
 
 }  // namespace tally

@@ -1,7 +1,8 @@
 #pragma once
 // Element-wise and row-wise operations of the forward pass. All take sizes
-// explicitly; none allocate. Functions with a _scalar twin dispatch on
-// simd_level() and are tested against it; the others the compiler vectorizes.
+// explicitly; none allocate. Functions with a _scalar twin run the kernel of
+// the current level (kernel_table.h) and are tested against the twin; the
+// others the compiler vectorizes.
 #include <cstdint>
 
 namespace tally {
@@ -16,8 +17,6 @@ void to_f16(const float* x, uint16_t* out, int64_t n);
 void to_f16_scalar(const float* x, uint16_t* out, int64_t n);
 // x[i] += y[i]
 void add_inplace(float* x, const float* y, int64_t n);
-// In-place softmax over n values; returns nothing, handles -inf entries.
-void softmax(float* x, int64_t n);
 
 // How RoPE pairs the dimensions of a head: a property of the architecture.
 enum class RopePairing {

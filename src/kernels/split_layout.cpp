@@ -4,7 +4,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
-#include "kernels/cpu_features.h"
+#include "kernels/kernel_table.h"
 
 namespace tally {
 namespace {
@@ -33,8 +33,10 @@ int quant(DType t, const uint8_t* qs, int i) {
 
 }  // namespace
 
-bool split_supported(DType type, int64_t cols) {
-  return (type == DType::Q4_0 || type == DType::Q4_1 || type == DType::Q8_0) && cols % 64 == 0;
+bool split_supported(DType type) { return type == DType::Q4_0 || type == DType::Q4_1 || type == DType::Q8_0; }
+
+uint64_t split_row_bytes(DType type, int64_t cols) {
+  return static_cast<uint64_t>(split_blocks(cols)) * static_cast<uint64_t>(geometry(type).block_bytes);
 }
 
 void split_block_quants(DType type, const uint8_t* row, int64_t nb, int64_t b, uint8_t* out) {
@@ -44,14 +46,15 @@ void split_block_quants(DType type, const uint8_t* row, int64_t nb, int64_t b, u
 
 void repack_split(DType type, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols) {
   const Geometry g = geometry(type);
-  const int64_t nb = cols / 32;
-  const int64_t row_bytes = nb * g.block_bytes;
+  const int64_t nb = split_blocks(cols), n_real = cols / 32;
+  const uint64_t src_bytes = static_cast<uint64_t>(n_real) * g.block_bytes, dst_bytes = split_row_bytes(type, cols);
   for (int64_t r = 0; r < rows; ++r) {
-    const uint8_t* s = src + r * row_bytes;
-    uint8_t* qs = dst + r * row_bytes;
+    const uint8_t* s = src + r * src_bytes;
+    uint8_t* qs = dst + r * dst_bytes;
     uint8_t* d = qs + nb * g.qs_bytes;
     uint8_t* m = d + nb * 2;
-    for (int64_t b = 0; b < nb; ++b) {
+    std::memset(qs, 0, dst_bytes);  // the padding block, if any: zero quants, zero scales
+    for (int64_t b = 0; b < n_real; ++b) {
       const uint8_t* blk = s + b * g.block_bytes;
       const uint8_t* quants = blk + (g.has_m ? 4 : 2);
       std::memcpy(d + 2 * b, blk, 2);
@@ -64,30 +67,29 @@ void repack_split(DType type, const uint8_t* src, uint8_t* dst, int64_t rows, in
 
 void dequantize_split_row(const WeightMatrix& w, int64_t r, float* out) {
   const Geometry g = geometry(w.type);
-  const int64_t nb = w.cols / 32;
+  const int64_t nb = split_blocks(w.cols);
   const uint8_t* qs = w.row(r);
   const uint8_t* d = qs + nb * g.qs_bytes;
   const uint8_t* m = d + nb * 2;
   uint8_t quants[32];
-  for (int64_t b = 0; b < nb; ++b) {
+  for (int64_t b = 0; b < w.cols / 32; ++b) {
     const float db = load_f16(d + 2 * b), mb = g.has_m ? load_f16(m + 2 * b) : 0.0f;
     split_block_quants(w.type, qs, nb, b, quants);
     for (int i = 0; i < 32; ++i) out[b * 32 + i] = db * static_cast<float>(quant(w.type, quants, i)) + mb;
   }
 }
 
-void matmul_split_scalar(const WeightMatrix& w, const BlockQ8* x, int64_t n_tokens, float* y, int64_t r0,
-                         int64_t r1) {
+void gemm_split_scalar(const WeightMatrix& w, const ActivationPack& x, float* y, int64_t r0, int64_t r1) {
   const Geometry g = geometry(w.type);
-  const int64_t nb = w.cols / 32;
+  const int64_t nb = split_blocks(w.cols), n_real = w.cols / 32;
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* qs = w.row(r);
     const uint8_t* d = qs + nb * g.qs_bytes;
     const uint8_t* m = d + nb * 2;
-    for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t t = 0; t < x.n; ++t) {
       float acc = 0;
-      for (int64_t b = 0; b < nb; ++b) {
-        const BlockQ8& xb = x[t * nb + b];
+      for (int64_t b = 0; b < n_real; ++b) {
+        const BlockQ8& xb = x.blocks[t * n_real + b];
         uint8_t quants[32];
         split_block_quants(w.type, qs, nb, b, quants);
         int32_t isum = 0;
@@ -100,14 +102,8 @@ void matmul_split_scalar(const WeightMatrix& w, const BlockQ8* x, int64_t n_toke
   }
 }
 
-SplitGemmFn split_gemm_fn(DType type) {
-#if defined(__x86_64__) || defined(__i386__)
-  if (simd_at_least(SimdLevel::Avx512Vnni)) return split_gemm_avx512_fn(type);
-  if (simd_at_least(SimdLevel::Avx2Vnni)) return split_gemm_vnni_fn(type);
-  if (simd_at_least(SimdLevel::Avx2)) return split_gemm_avx2_fn(type);
-#endif
-  (void)type;
-  return nullptr;
+void install_split_scalar(KernelTable& t) {
+  for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q8_0}) t.set_gemm(type, gemm_split_scalar);
 }
 
 }  // namespace tally

@@ -1,17 +1,21 @@
 #pragma once
-// The split row layout: the same bytes as a GGUF row of Q4_0/Q4_1/Q8_0 blocks,
+// The split row layout: the bytes of a GGUF row of Q4_0/Q4_1/Q8_0 blocks,
 // regrouped so that SIMD kernels load scales 8 blocks at a time and the
 // integer sums of 8 blocks come out one block per lane, with no reduction:
 //   row = quants of all nb blocks (16 or 32 bytes each) | d of all blocks (f16) |
 //         m of all blocks (f16, Q4_1 only);
+//   nb = the row's blocks rounded up to even (split_blocks): an odd row gets
+//   one padding block of zero quants and zero scales, which adds exactly 0.
 //   quants: the blocks form runs of 8 (as many as fit), then one of 4 and one
-//   of 2 as what is left needs (nb is even). A run of width W stores dword k
+//   of 2 as what is left needs. A run of width W stores dword k
 //   (bytes 4k..4k+3) of its blocks 0..W-1 side by side, k = 0, 1, ..., so a
 //   32-byte load meets 8, 4 or 2 blocks, lane l belonging to block l % W.
 //   A dword of Q4 holds values 4k..4k+3 in its low nibbles and 16+4k..19+4k in
 //   its high ones; of Q8_0, values 4k..4k+3.
-// Same size as the native row, so repacking at load costs no memory beyond the
-// copy (the mapped source pages are released afterwards).
+// Same size as the native row when nb is even, so repacking at load costs no
+// memory beyond the copy (the mapped source pages are released afterwards).
+// This is the one layout of these formats: every kernel level and the scalar
+// reference read it.
 #include <cstdint>
 #include <type_traits>
 
@@ -20,6 +24,9 @@
 #include "kernels/matmul.h"
 
 namespace tally {
+
+// Blocks of a split row of `cols` values: cols / 32 rounded up to even.
+inline int64_t split_blocks(int64_t cols) { return (cols / 32 + 1) / 2 * 2; }
 
 // The run holding block b of a row of nb blocks (nb even): its first block and width.
 struct SplitRun {
@@ -48,22 +55,19 @@ inline int64_t split_dword_offset(int64_t nb, int block_bytes, int64_t b, int k)
   return r.start * block_bytes + (k * r.width + (b - r.start)) * 4;
 }
 
-// Types and shapes the split kernels serve: Q4_0, Q4_1, Q8_0 with cols % 64 == 0.
-bool split_supported(DType type, int64_t cols);
-// Rewrites rows x cols values from the native layout (src) into dst (same size).
+// Types stored in the split layout: Q4_0, Q4_1, Q8_0.
+bool split_supported(DType type);
+// Bytes of one split row of `cols` values (cols % 32 == 0).
+uint64_t split_row_bytes(DType type, int64_t cols);
+// Rewrites rows x cols values from the native layout (src) into dst
+// (rows x split_row_bytes).
 void repack_split(DType type, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols);
 // The native quant bytes of block b of a split row (16 or 32 bytes into out).
 void split_block_quants(DType type, const uint8_t* row, int64_t nb, int64_t b, uint8_t* out);
 // Row r of a split matrix as floats (embedding lookups).
 void dequantize_split_row(const WeightMatrix& w, int64_t r, float* out);
-// Scalar reference product for a split matrix: y (n_tokens, rows) for rows [r0, r1).
-void matmul_split_scalar(const WeightMatrix& w, const BlockQ8* x, int64_t n_tokens, float* y, int64_t r0, int64_t r1);
-
-// The SIMD kernel for split matrices at the current level, or nullptr.
-using SplitGemmFn = void (*)(const WeightMatrix& w, const ActivationPack& x, float* y, int64_t r0, int64_t r1);
-SplitGemmFn split_gemm_fn(DType type);
-SplitGemmFn split_gemm_avx2_fn(DType type);
-SplitGemmFn split_gemm_vnni_fn(DType type);
-SplitGemmFn split_gemm_avx512_fn(DType type);
+// The scalar reference product for a split matrix (the KernelTable entry of
+// the scalar level): y (x.n, rows) for rows [r0, r1), from x.blocks.
+void gemm_split_scalar(const WeightMatrix& w, const ActivationPack& x, float* y, int64_t r0, int64_t r1);
 
 }  // namespace tally

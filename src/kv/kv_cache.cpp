@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -25,88 +26,248 @@ uint64_t available_memory_bytes() {
 }
 
 namespace {
-int64_t blocks_for(int64_t n_ctx, int64_t block_size) {
+
+int64_t pool_blocks(int64_t n_ctx, int64_t block_size) {
   if (n_ctx <= 0) fail("context size must be positive, got {}", n_ctx);
   if (n_ctx > kMaxContextTokens) fail("context size {} is above the limit of {} tokens", n_ctx, kMaxContextTokens);
   if (block_size <= 0 || block_size > kMaxContextTokens)
     fail("KV block size must be from 1 to {}, got {}", kMaxContextTokens, block_size);
   return (n_ctx + block_size - 1) / block_size;
 }
+
+uint64_t mix(uint64_t x) {  // splitmix64's finalizer
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// The key of a block: its parent's key (kRootKey for block 0) and its tokens.
+constexpr uint64_t kRootKey = 0x7a11'7a11'7a11'7a11ull;
+uint64_t chain_key(uint64_t parent, std::span<const int32_t> tokens) {
+  uint64_t h = mix(parent);
+  for (int32_t t : tokens) h = mix(h ^ static_cast<uint32_t>(t));
+  return h;
+}
+
 }  // namespace
 
 KvCache::KvCache(const KvShape& shape, const KvCacheOptions& o)
-    : storage_(shape, o.block_size, blocks_for(o.n_ctx, o.block_size), o.type,
+    : storage_(shape, o.block_size, pool_blocks(o.n_ctx, o.block_size), o.type,
                o.budget_bytes ? o.budget_bytes : available_memory_bytes()),
       alloc_(storage_.n_blocks()),
-      n_ctx_(o.n_ctx) {}
+      n_ctx_(o.n_ctx),
+      prefix_cache_(o.prefix_cache),
+      block_tokens_(prefix_cache_ ? static_cast<size_t>(storage_.n_blocks() * o.block_size) : 0),
+      parent_(prefix_cache_ ? storage_.n_blocks() : 0, -1),
+      parent_version_(prefix_cache_ ? storage_.n_blocks() : 0, 0) {}
 
 const KvCache::Sequence& KvCache::get(SeqId seq) const {
-  if (seq < 0 || seq >= static_cast<SeqId>(seqs_.size()) || !seqs_[seq].live)
-    fail("KV cache has no sequence {}", seq);
-  return seqs_[seq];
+  if (seq.slot < 0 || seq.slot >= static_cast<int32_t>(seqs_.size()))
+    fail("KV cache has no sequence {}", seq.slot);
+  const Sequence& s = seqs_[seq.slot];
+  if (!s.live || s.gen != seq.gen)
+    fail("KV cache sequence {} (generation {}) was freed; its id is no longer valid", seq.slot, seq.gen);
+  return s;
 }
 KvCache::Sequence& KvCache::get(SeqId seq) { return const_cast<Sequence&>(std::as_const(*this).get(seq)); }
 
-KvCache::SeqId KvCache::create_sequence() {
-  for (size_t i = 0; i < seqs_.size(); ++i)
-    if (!seqs_[i].live) {
-      seqs_[i] = Sequence{true, {}, 0};
-      return static_cast<SeqId>(i);
-    }
-  seqs_.push_back(Sequence{true, {}, 0});
-  return static_cast<SeqId>(seqs_.size() - 1);
+KvCache::SeqId KvCache::new_sequence(int64_t max_len) {
+  if (max_len < 0 || max_len > n_ctx_)
+    fail("a sequence of at most {} positions does not fit the pool of {}", max_len, n_ctx_);
+  size_t slot = 0;
+  while (slot < seqs_.size() && seqs_[slot].live) ++slot;
+  if (slot == seqs_.size()) seqs_.emplace_back();
+  Sequence& s = seqs_[slot];
+  const uint32_t gen = s.gen + 1;
+  s = Sequence{};
+  s.live = true;
+  s.gen = gen;
+  s.max_len = max_len == 0 ? n_ctx_ : max_len;
+  return {static_cast<int32_t>(slot), gen};
+}
+
+KvCache::SeqId KvCache::create_sequence(int64_t max_len) { return new_sequence(max_len); }
+
+std::vector<int32_t> KvCache::walk_prefix(std::span<const int32_t> tokens, int64_t limit,
+                                          std::vector<uint64_t>* keys) const {
+  std::vector<int32_t> found;
+  if (!prefix_cache_) return found;
+  const int64_t bs = block_size();
+  limit = std::min(limit, static_cast<int64_t>(tokens.size()));
+  uint64_t key = kRootKey;
+  int32_t parent = -1;
+  uint32_t parent_version = 0;
+  for (int64_t i = 0; (i + 1) * bs <= limit; ++i) {
+    const auto chunk = tokens.subspan(static_cast<size_t>(i * bs), static_cast<size_t>(bs));
+    key = chain_key(key, chunk);
+    const auto b = alloc_.find(key);
+    if (!b) break;
+    const int32_t* stored = block_tokens_.data() + static_cast<size_t>(*b) * bs;
+    if (!std::equal(chunk.begin(), chunk.end(), stored) || parent_[*b] != parent ||
+        parent_version_[*b] != parent_version)
+      break;  // a hash collision: a different prefix under the same key
+    found.push_back(*b);
+    if (keys) keys->push_back(key);
+    parent = *b;
+    parent_version = alloc_.version(*b);
+  }
+  return found;
+}
+
+KvCache::PrefixProbe KvCache::probe_prefix(std::span<const int32_t> tokens, int64_t limit) const {
+  PrefixProbe p;
+  for (int32_t b : walk_prefix(tokens, limit, nullptr)) {
+    p.positions += block_size();
+    p.evictable_blocks += alloc_.owners(b) == 0;
+  }
+  return p;
+}
+
+KvCache::SeqId KvCache::create_sequence_from_prefix(std::span<const int32_t> tokens, int64_t limit, int64_t max_len) {
+  const SeqId id = new_sequence(max_len);
+  if (!prefix_cache_) return id;
+  Sequence& s = seqs_[id.slot];
+  ++lookups_;
+  s.blocks = walk_prefix(tokens, std::min(limit, s.max_len), &s.keys);
+  for (int32_t b : s.blocks) alloc_.take(b);
+  s.length = static_cast<int64_t>(s.blocks.size()) * block_size();
+  s.tokens.assign(tokens.begin(), tokens.begin() + s.length);
+  hit_tokens_ += static_cast<uint64_t>(s.length);
+  return id;
+}
+
+KvCache::SeqId KvCache::fork(SeqId src) {
+  get(src);  // refuses a stale or unknown id before a slot is taken
+  const SeqId id = new_sequence(get(src).max_len);
+  Sequence& s = seqs_[id.slot];
+  const Sequence& from = get(src);
+  s.blocks = from.blocks;
+  s.length = from.length;
+  s.tokens = from.tokens;
+  s.keyable = from.keyable;
+  s.keys = from.keys;
+  for (int32_t b : s.blocks) alloc_.retain(b);
+  return id;
+}
+
+int32_t KvCache::copy_of(int32_t block) {
+  const auto fresh = alloc_.allocate();
+  if (!fresh) fail("KV cache out of blocks ({} in the pool)", alloc_.total_blocks());
+  storage_.copy_block(*fresh, block);
+  ++copied_blocks_;
+  return *fresh;
+}
+
+KvCache::SeqId KvCache::fork_copy(SeqId src) {
+  const int64_t n = static_cast<int64_t>(get(src).blocks.size());
+  if (n > alloc_.available_blocks())
+    fail("KV cache out of blocks: a copy of {} blocks, {} of {} available", n, alloc_.available_blocks(),
+         alloc_.total_blocks());
+  const SeqId id = new_sequence(get(src).max_len);
+  Sequence& s = seqs_[id.slot];
+  const Sequence& from = get(src);
+  for (int32_t b : from.blocks) s.blocks.push_back(copy_of(b));
+  s.length = from.length;
+  s.tokens = from.tokens;
+  s.keyable = from.keyable;
+  s.keys = from.keys;  // the copies stay unkeyed; the keys chain on for later blocks
+  return id;
 }
 
 void KvCache::free_sequence(SeqId seq) {
-  truncate(seq, 0);
-  get(seq).live = false;
+  Sequence& s = get(seq);
+  // Last block first: a cached prefix loses its tail before its head.
+  for (auto b = s.blocks.rbegin(); b != s.blocks.rend(); ++b) alloc_.release(*b);
+  const uint32_t gen = s.gen;
+  s = Sequence{};
+  s.gen = gen;  // kept: the slot's next sequence gets gen + 1, and this id stays refused
+}
+
+int64_t KvCache::blocks_needed(SeqId seq, int64_t to) const {
+  const Sequence& s = get(seq);
+  const int64_t bs = block_size();
+  int64_t need = std::max<int64_t>(0, (to + bs - 1) / bs - static_cast<int64_t>(s.blocks.size()));
+  const bool partial_last = s.length % bs != 0 && !s.blocks.empty();
+  if (to > s.length && partial_last && (alloc_.owners(s.blocks.back()) > 1 || alloc_.keyed(s.blocks.back()))) ++need;
+  return need;
+}
+
+void KvCache::reserve(Sequence& s, SeqId seq, int64_t start, int64_t n) {
+  if (start != s.length)
+    fail("broken continuity: write at position {} but sequence {} holds positions [0, {}); "
+         "the next write must start at {}",
+         start, seq.slot, s.length, s.length);
+  if (n < 0) fail("cannot write {} positions", n);
+  if (start + n > s.max_len) {
+    if (s.max_len == n_ctx_)
+      fail("context full: sequence {} has {} positions and {} more exceed the context size {}", seq.slot, start, n,
+           n_ctx_);
+    fail("sequence {} is full: {} positions and {} more exceed its maximum of {}", seq.slot, start, n, s.max_len);
+  }
+  const int64_t need = blocks_needed(seq, start + n);
+  if (need > alloc_.available_blocks())
+    fail("KV cache out of blocks: {} positions requested, {} more blocks needed and {} of {} x {} positions free",
+         start + n, need, alloc_.available_blocks(), alloc_.total_blocks(), block_size());
+  const int64_t bs = block_size();
+  // The partly filled last block: shared (fork) or keyed, it is copied before this sequence writes into it.
+  if (n > 0 && start % bs != 0) {
+    const int32_t last = s.blocks.back();
+    if (alloc_.owners(last) > 1 || alloc_.keyed(last)) {
+      s.blocks.back() = copy_of(last);
+      alloc_.release(last);
+    }
+  }
+  while (static_cast<int64_t>(s.blocks.size()) * bs < start + n) s.blocks.push_back(*alloc_.allocate());
+  s.length = start + n;
+}
+
+void KvCache::begin_write(SeqId seq, int64_t start, std::span<const int32_t> tokens) {
+  Sequence& s = get(seq);
+  reserve(s, seq, start, static_cast<int64_t>(tokens.size()));
+  if (s.keyable) s.tokens.insert(s.tokens.end(), tokens.begin(), tokens.end());
 }
 
 void KvCache::begin_write(SeqId seq, int64_t start, int64_t n) {
   Sequence& s = get(seq);
-  if (start != s.length)
-    fail("broken continuity: write at position {} but sequence {} holds positions [0, {}); "
-         "the next write must start at {}",
-         start, seq, s.length, s.length);
-  if (n < 0) fail("cannot write {} positions", n);
-  if (start + n > n_ctx_)
-    fail("context full: sequence {} has {} positions and {} more exceed the context size {}", seq, start, n, n_ctx_);
-  const int64_t bs = storage_.block_size();
-  const int64_t need = (start + n + bs - 1) / bs;
-  // A partially filled last block shared with another sequence is copied before writing.
-  if (start % bs != 0 && !s.blocks.empty() && alloc_.owners(s.blocks.back()) > 1) {
-    const auto fresh = alloc_.allocate();
-    if (!fresh) fail("KV cache out of blocks ({} in the pool)", alloc_.total_blocks());
-    storage_.copy_block(*fresh, s.blocks.back());
-    alloc_.release(s.blocks.back());
-    s.blocks.back() = *fresh;
+  reserve(s, seq, start, n);
+  if (n > 0) {
+    s.keyable = false;
+    s.tokens.clear();
   }
-  const size_t had = s.blocks.size();
-  while (static_cast<int64_t>(s.blocks.size()) < need) {
-    const auto id = alloc_.allocate();
-    if (!id) {  // give back what this call took: a refused write changes nothing
-      while (s.blocks.size() > had) {
-        alloc_.release(s.blocks.back());
-        s.blocks.pop_back();
-      }
-      fail("KV cache out of blocks: {} positions requested, pool of {} blocks x {} positions is in use", start + n,
-           alloc_.total_blocks(), bs);
-    }
-    s.blocks.push_back(*id);
+}
+
+void KvCache::end_write(SeqId seq) {
+  Sequence& s = get(seq);
+  if (!prefix_cache_ || !s.keyable) return;
+  const int64_t bs = block_size(), full = s.length / bs;
+  for (int64_t i = static_cast<int64_t>(s.keys.size()); i < full; ++i) {
+    const uint64_t key = chain_key(i == 0 ? kRootKey : s.keys.back(),
+                                   std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(i * bs), bs));
+    s.keys.push_back(key);
+    const int32_t b = s.blocks[i];
+    if (alloc_.keyed(b) || !alloc_.set_key(b, key)) continue;  // taken from the cache, or another block has it
+    std::copy_n(s.tokens.begin() + i * bs, bs, block_tokens_.begin() + static_cast<ptrdiff_t>(b) * bs);
+    parent_[b] = i == 0 ? -1 : s.blocks[i - 1];
+    parent_version_[b] = i == 0 ? 0 : alloc_.version(s.blocks[i - 1]);
   }
-  s.length = start + n;
 }
 
 void KvCache::truncate(SeqId seq, int64_t n) {
   Sequence& s = get(seq);
-  if (n < 0 || n > s.length) fail("cannot truncate sequence {} of {} positions to {}", seq, s.length, n);
-  const int64_t bs = storage_.block_size();
+  if (n < 0 || n > s.length) fail("cannot truncate sequence {} of {} positions to {}", seq.slot, s.length, n);
+  const int64_t bs = block_size();
   const int64_t keep = (n + bs - 1) / bs;
   while (static_cast<int64_t>(s.blocks.size()) > keep) {
     alloc_.release(s.blocks.back());
     s.blocks.pop_back();
   }
   s.length = n;
+  if (s.keyable) s.tokens.resize(static_cast<size_t>(n));
+  if (static_cast<int64_t>(s.keys.size()) > n / bs) s.keys.resize(static_cast<size_t>(n / bs));
+  // A keyed block now partly past the length will be written again: only its
+  // sole owner may forget the key (shared, it is copied on the next write).
+  if (n % bs != 0 && alloc_.keyed(s.blocks.back()) && alloc_.owners(s.blocks.back()) == 1) alloc_.unkey(s.blocks.back());
 }
 
 void KvCache::store_vec(uint8_t* dst, const float* src) const {
@@ -171,6 +332,18 @@ KvLayerView KvCache::view(int64_t layer, SeqId seq) const {
   v.pos_stride = v.head_dim;
   v.type = storage_.type();
   return v;
+}
+
+KvCacheStats KvCache::stats() const {
+  KvCacheStats st;
+  st.lookups = lookups_;
+  st.hit_tokens = hit_tokens_;
+  st.evictions = alloc_.evictions();
+  st.copied_blocks = copied_blocks_;
+  st.blocks_free = alloc_.free_blocks();
+  st.blocks_cached = alloc_.evictable_blocks();
+  st.blocks_used = alloc_.used_blocks();
+  return st;
 }
 
 }  // namespace tally

@@ -1,15 +1,33 @@
 #pragma once
 // The KV cache: storage (KvStorage, the block pool) kept apart from
-// bookkeeping (which blocks each sequence owns and how many positions it has).
-// Invariants: a sequence's positions are exactly [0, length); position p is in
-// blocks[p / block_size] at row p % block_size; writes only append at `length`
-// (anything else is a broken continuity and is refused); blocks past the
-// length are returned to the pool. One thread owns a KvCache (not thread-safe).
+// bookkeeping (which blocks each sequence holds and how many positions).
+//
+// Invariants:
+//  - a sequence's positions are exactly [0, length), length <= its maximum;
+//    position p is in blocks[p / block_size] at row p % block_size;
+//  - writes only append at `length` (anything else is a broken continuity
+//    and is refused); a refused write changes nothing;
+//  - sequences share blocks (fork, the prefix cache); a block shared by
+//    several sequences, or keyed by the prefix cache, is never written: the
+//    first write into it copies it (copy-on-write), so a write never changes
+//    what another sequence sees;
+//  - a block returns to the pool with its last owner (keyed blocks stay
+//    findable until they are evicted, least recently used first);
+//  - a sequence id names one sequence for its life: the id of a freed
+//    sequence is refused, even when its slot serves a new sequence.
+//
+// The prefix cache: every full block of a sequence whose tokens are known
+// gets a key, hash(parent block's key, the block's token ids), so equal keys
+// name equal prefixes (hash-chained). A key only finds candidates: a hit is
+// taken after comparing the block's tokens and that its parent is the block
+// taken just before (same id, same version), so a hash collision costs a miss,
+// never a wrong cache. One thread owns a KvCache (not thread-safe).
 #include <cstdint>
+#include <span>
 #include <vector>
 
-#include "kv/block_allocator.h"
 #include "kernels/kv_layer_view.h"
+#include "kv/block_allocator.h"
 #include "kv/kv_storage.h"
 
 namespace tally {
@@ -24,22 +42,69 @@ struct KvCacheOptions {
   int64_t block_size = 32;    // positions per block
   DType type = DType::F16;    // F16 or F32
   uint64_t budget_bytes = 0;  // 0: the machine's available memory
+  bool prefix_cache = true;   // key full blocks and let new sequences take cached prefixes
+};
+
+// Counters since construction, and the pool's blocks now.
+struct KvCacheStats {
+  uint64_t lookups = 0;       // prefix-cache lookups (sequences created from a prefix)
+  uint64_t hit_tokens = 0;    // positions those sequences took from the cache
+  uint64_t evictions = 0;     // cached blocks handed out again for new content
+  uint64_t copied_blocks = 0; // copy-on-write and full copies (fork_copy)
+  int64_t blocks_free = 0;    // holding nothing
+  int64_t blocks_used = 0;    // held by a sequence
+  int64_t blocks_cached = 0;  // held by none, kept for the prefix cache (evictable)
 };
 
 class KvCache {
  public:
-  using SeqId = int32_t;
+  // Names one sequence: its slot and the slot's generation when it was created.
+  struct SeqId {
+    int32_t slot = -1;
+    uint32_t gen = 0;
+    bool operator==(const SeqId&) const = default;
+  };
 
   KvCache(const KvShape& shape, const KvCacheOptions& opts);
 
-  SeqId create_sequence();
+  // A new empty sequence of at most max_len positions (0: the pool's size).
+  SeqId create_sequence(int64_t max_len = 0);
+  // A new sequence holding the longest cached prefix of `tokens` of at most
+  // `limit` positions (whole blocks; none when the prefix cache is off).
+  // Returns the sequence; its length() is the hit.
+  SeqId create_sequence_from_prefix(std::span<const int32_t> tokens, int64_t limit, int64_t max_len = 0);
+  // What create_sequence_from_prefix would take now, without taking it (no counter moves).
+  struct PrefixProbe {
+    int64_t positions = 0;         // the hit
+    int64_t evictable_blocks = 0;  // of its blocks, those held by no sequence now
+  };
+  PrefixProbe probe_prefix(std::span<const int32_t> tokens, int64_t limit) const;
+  // Blocks holding `positions` positions.
+  int64_t blocks_for(int64_t positions) const { return (positions + block_size() - 1) / block_size(); }
+  // A new sequence sharing every block of src (no copy until one of them writes).
+  SeqId fork(SeqId src);
+  // A new sequence with a copy of every block of src (the baseline that sharing is measured against).
+  SeqId fork_copy(SeqId src);
   void free_sequence(SeqId seq);
-  int64_t length(SeqId seq) const { return get(seq).length; }
-  int64_t n_ctx() const { return n_ctx_; }
 
-  // Makes room for positions [start, start + n). PRECONDITION: start == length(seq),
-  // else tally::Error ("broken continuity"). Afterwards length(seq) == start + n.
+  int64_t length(SeqId seq) const { return get(seq).length; }
+  int64_t max_length(SeqId seq) const { return get(seq).max_len; }
+  int64_t n_ctx() const { return n_ctx_; }
+  int64_t block_size() const { return storage_.block_size(); }
+  // Blocks a sequence needs to grow from `from` to `to` positions, counting a copy-on-write.
+  int64_t blocks_needed(SeqId seq, int64_t to) const;
+  bool prefix_cache() const { return prefix_cache_; }
+
+  // Makes room for positions [start, start + tokens.size()) and records their
+  // tokens (for the prefix cache's keys). PRECONDITION: start == length(seq),
+  // else tally::Error ("broken continuity"); the sequence's maximum and the
+  // pool's free blocks bound it too. Afterwards length(seq) == start + n.
+  void begin_write(SeqId seq, int64_t start, std::span<const int32_t> tokens);
+  // The same for n positions whose tokens are not known (such a sequence's
+  // blocks are never keyed).
   void begin_write(SeqId seq, int64_t start, int64_t n);
+  // The positions reserved so far are stored: full blocks get their keys.
+  void end_write(SeqId seq);
   // Drops positions [n, length): later writes start at n (an edit recomputes from there).
   void truncate(SeqId seq, int64_t n);
 
@@ -50,23 +115,41 @@ class KvCache {
   // Reads one position's K and V back as f32 (n_kv_head * head_dim each).
   void load(int64_t layer, SeqId seq, int64_t pos, float* k, float* v) const;
 
+  KvCacheStats stats() const;
   const KvStorage& storage() const { return storage_; }
   const BlockAllocator& allocator() const { return alloc_; }
 
  private:
   struct Sequence {
     bool live = false;
+    uint32_t gen = 0;
     std::vector<int32_t> blocks;
     int64_t length = 0;
+    int64_t max_len = 0;
+    std::vector<int32_t> tokens;  // (length) when keyable
+    bool keyable = true;          // every token known
+    std::vector<uint64_t> keys;   // keys of blocks [0, keys.size()): the full blocks keyed so far
   };
   const Sequence& get(SeqId seq) const;
   Sequence& get(SeqId seq);
+  SeqId new_sequence(int64_t max_len);
+  // The cached blocks of the longest cached prefix of tokens[0, limit), in order.
+  std::vector<int32_t> walk_prefix(std::span<const int32_t> tokens, int64_t limit, std::vector<uint64_t>* keys) const;
+  void reserve(Sequence& s, SeqId seq, int64_t start, int64_t n);
   void store_vec(uint8_t* dst, const float* src) const;
+  int32_t copy_of(int32_t block);  // a fresh block holding block's K/V; PRECONDITION: one is available
 
   KvStorage storage_;
   BlockAllocator alloc_;
   int64_t n_ctx_;
+  bool prefix_cache_;
   std::vector<Sequence> seqs_;
+  // Per block, what its key was computed from (valid while keyed): its tokens,
+  // its parent block and the parent's version.
+  std::vector<int32_t> block_tokens_;  // (n_blocks, block_size)
+  std::vector<int32_t> parent_;
+  std::vector<uint32_t> parent_version_;
+  uint64_t lookups_ = 0, hit_tokens_ = 0, copied_blocks_ = 0;
 };
 
 // Memory the cache may use when no budget is given: MemAvailable of this machine.

@@ -13,7 +13,8 @@ struct Trace {
   std::vector<double> elapsed_ms;  // after each emitted token, from the start of the prefill
 };
 
-Trace trace(const Model& model, std::span<const int32_t> prompt, int64_t n, bool use_cache, int threads) {
+Trace trace(const Model& model, std::span<const int32_t> prompt, int64_t n, bool use_cache, int threads,
+            const std::function<void(int64_t emitted)>& on_token) {
   SessionOptions o;
   o.n_ctx = static_cast<int64_t>(prompt.size()) + n;
   o.n_threads = threads;
@@ -27,6 +28,7 @@ Trace trace(const Model& model, std::span<const int32_t> prompt, int64_t n, bool
   generate(s, prompt, g, [&](int32_t id) {
     t.tokens.push_back(id);
     t.elapsed_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    on_token(static_cast<int64_t>(t.tokens.size()));
   });
   return t;
 }
@@ -34,10 +36,18 @@ Trace trace(const Model& model, std::span<const int32_t> prompt, int64_t n, bool
 }  // namespace
 
 SpeedupReport measure_cache_speedup(const Model& model, std::span<const int32_t> prompt, int64_t gen_tokens,
-                                    std::span<const int64_t> checkpoints, int n_threads) {
+                                    std::span<const int64_t> checkpoints, int n_threads,
+                                    const std::function<void(int64_t done, int64_t total)>& progress) {
   if (gen_tokens < 1) fail("--gen-tokens must be at least 1, got {}", gen_tokens);
-  const Trace cached = trace(model, prompt, gen_tokens, true, n_threads);
-  const Trace recomputed = trace(model, prompt, gen_tokens, false, n_threads);
+  // Positions computed: the cached run p + k after k tokens; recomputing, step k computes p + k - 1.
+  const auto p = static_cast<int64_t>(prompt.size()), n = gen_tokens;
+  const int64_t cached_work = p + n, total = cached_work + n * p + n * (n - 1) / 2;
+  auto report = [&](int64_t done) {
+    if (progress) progress(done, total);
+  };
+  const Trace cached = trace(model, prompt, n, true, n_threads, [&](int64_t k) { report(p + k); });
+  const Trace recomputed =
+      trace(model, prompt, n, false, n_threads, [&](int64_t k) { report(cached_work + k * p + k * (k - 1) / 2); });
   SpeedupReport r;
   r.prompt_tokens = static_cast<int64_t>(prompt.size());
   r.same_tokens = cached.tokens == recomputed.tokens;

@@ -4,6 +4,7 @@
 // sequence at every step. Both must write the same tokens; the timings say
 // what the cache saves at each length.
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -24,7 +25,9 @@ struct SpeedupReport {
   std::vector<SpeedupPoint> points;
 };
 
+// progress(done, total), if given, after each token: token positions computed so far and in all.
 SpeedupReport measure_cache_speedup(const Model& model, std::span<const int32_t> prompt, int64_t gen_tokens,
-                                    std::span<const int64_t> checkpoints, int n_threads);
+                                    std::span<const int64_t> checkpoints, int n_threads,
+                                    const std::function<void(int64_t done, int64_t total)>& progress = {});
 
 }  // namespace tally

@@ -24,15 +24,17 @@ RunOutputs run(const Model& m, std::span<const int32_t> tokens, bool causal, int
   o.all_logits = true;
   o.n_threads = threads;
   Session s(m, o);
-  s.forward().set_causal(causal);
+  ForwardHooks mask;
+  mask.attention = causal ? AttentionMode::Causal : AttentionMode::Unmasked;
+  s.set_hooks(&mask);
   RunOutputs r;
   s.append(tokens, [&](int64_t, const float* l, int64_t rows) { r.logits.assign(l, l + rows * c.n_vocab); });
-  r.hidden.assign(s.forward().hidden(), s.forward().hidden() + n * c.n_embd);
+  r.hidden.assign(s.hidden(), s.hidden() + n * c.n_embd);
   r.k.assign(c.n_layer, std::vector<float>(n * c.kv_dim()));
   r.v.assign(c.n_layer, std::vector<float>(n * c.kv_dim()));
   for (int64_t l = 0; l < c.n_layer; ++l)
     for (int64_t p = 0; p < n; ++p)
-      s.cache().load(l, s.sequence(), p, r.k[l].data() + p * c.kv_dim(), r.v[l].data() + p * c.kv_dim());
+      s.read_kv(l, p, r.k[l].data() + p * c.kv_dim(), r.v[l].data() + p * c.kv_dim());
   return r;
 }
 

@@ -11,7 +11,8 @@
 namespace tally {
 
 DepthReport measure_depth(const Model& model, std::span<const int32_t> filler, std::span<const int64_t> depths,
-                          int64_t decode_steps, DType cache_type, int n_threads) {
+                          int64_t decode_steps, DType cache_type, int n_threads,
+                          const std::function<void(int64_t done, int64_t total)>& progress) {
   if (filler.empty()) fail("depth sweep needs filler tokens");
   if (decode_steps < 1) fail("decode steps must be at least 1, got {}", decode_steps);
   if (depths.empty()) fail("no depths given");
@@ -32,7 +33,10 @@ DepthReport measure_depth(const Model& model, std::span<const int32_t> filler, s
   std::vector<int64_t> sorted(depths.begin(), depths.end());
   std::sort(sorted.begin(), sorted.end());
   std::vector<int32_t> fill;
-  for (int64_t d : sorted) {
+  const int64_t total = max_depth + decode_steps * static_cast<int64_t>(sorted.size());
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    const int64_t d = sorted[i];
+    if (progress) progress(s.length() + decode_steps * static_cast<int64_t>(i), total);
     while (static_cast<int64_t>(fill.size()) < d) fill.push_back(filler[fill.size() % filler.size()]);
     if (s.length() < d) s.append(std::span<const int32_t>(fill).subspan(s.length(), d - s.length()));
     int32_t tok = filler[d % filler.size()];

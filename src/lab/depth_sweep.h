@@ -4,6 +4,7 @@
 // weights. Past the planner's crossover context the cache is the bigger read.
 // Depths are reached by prefilling further and rolling back the timed steps.
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -28,7 +29,9 @@ struct DepthReport {
 };
 
 // filler: tokens to prefill with (cycled); decode_steps timed at each depth.
+// progress(done, total), if given, before each fill and each timed depth: tokens processed so far and in all.
 DepthReport measure_depth(const Model& model, std::span<const int32_t> filler, std::span<const int64_t> depths,
-                          int64_t decode_steps, DType cache_type, int n_threads);
+                          int64_t decode_steps, DType cache_type, int n_threads,
+                          const std::function<void(int64_t done, int64_t total)>& progress = {});
 
 }  // namespace tally

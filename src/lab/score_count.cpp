@@ -25,13 +25,20 @@ ScoreCounts score_formulas(int64_t n) {
   return c;
 }
 
-uint64_t measure_scores(const Model& model, int32_t first, int64_t n, bool use_cache, int n_threads) {
+uint64_t measure_scores(const Model& model, int32_t first, int64_t n, bool use_cache, int n_threads,
+                        const std::function<void(int64_t done, int64_t total)>& progress) {
   const auto& c = model.config();
   SessionOptions o;
   o.n_ctx = n;
   o.n_threads = n_threads;
   Session s(model, o);
-  s.forward().set_attention_mode(use_cache ? AttentionMode::Causal : AttentionMode::DenseMasked);
+  // Counts the scores the attention computes; without the cache it scores the whole chunk, then masks.
+  struct Count : ForwardHooks {
+    uint64_t scores = 0;
+    void computed(int64_t, uint64_t n) override { scores += n; }
+  } count;
+  count.attention = use_cache ? AttentionMode::Causal : AttentionMode::DenseMasked;
+  s.set_hooks(&count);
   std::vector<int32_t> seq{first};
   for (int64_t k = 1; k <= n; ++k) {  // step k writes token k: the sequence holds k tokens afterwards
     std::span<const float> logits;
@@ -42,8 +49,9 @@ uint64_t measure_scores(const Model& model, int32_t first, int64_t n, bool use_c
       logits = s.append(seq);
     }
     if (k < n) seq.push_back(argmax(logits));
+    if (progress) progress(use_cache ? k : k * (k + 1) / 2, use_cache ? n : n * (n + 1) / 2);
   }
-  return s.forward().stats().attention_scores / static_cast<uint64_t>(c.n_head * c.n_layer);
+  return count.scores / static_cast<uint64_t>(c.n_head * c.n_layer);
 }
 
 }  // namespace tally

@@ -5,6 +5,7 @@
 // k scores one query against k keys: N(N+1)/2. The measured counts come from
 // the real attention kernel during a real greedy generation.
 #include <cstdint>
+#include <functional>
 #include <optional>
 
 #include "model/model.h"
@@ -26,6 +27,8 @@ ScoreCounts score_formulas(int64_t n);
 // Scores per head per block while writing n tokens greedily from `first`:
 // use_cache: one prefill token then one new token per step; otherwise every
 // step recomputes the whole sequence with dense-then-masked attention.
-uint64_t measure_scores(const Model& model, int32_t first, int64_t n, bool use_cache, int n_threads);
+// progress(done, total), if given, after each step: token positions computed so far and in all.
+uint64_t measure_scores(const Model& model, int32_t first, int64_t n, bool use_cache, int n_threads,
+                        const std::function<void(int64_t done, int64_t total)>& progress = {});
 
 }  // namespace tally

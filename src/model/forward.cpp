@@ -9,16 +9,23 @@
 
 namespace tally {
 
-Forward::Forward(const Model& model, ThreadPool& pool, int64_t max_batch, int64_t n_ctx, bool all_logits)
-    : model_(model), pool_(pool), max_batch_(max_batch), n_ctx_(n_ctx) {
+Forward::Forward(const Model& model, ThreadPool& pool, int64_t max_tokens, int64_t max_context, int64_t logit_rows)
+    : model_(model), pool_(pool), max_tokens_(max_tokens), max_context_(max_context), logit_rows_(logit_rows) {
   const auto& c = model.config();
-  if (max_batch < 1) fail("batch size must be at least 1, got {}", max_batch);
-  const size_t n = static_cast<size_t>(max_batch);
+  if (max_tokens < 1) fail("batch size must be at least 1, got {}", max_tokens);
+  if (max_context < 1) fail("context size must be at least 1, got {}", max_context);
+  if (logit_rows < 1 || logit_rows > max_tokens) fail("logits rows must be in [1, {}], got {}", max_tokens, logit_rows);
+  const size_t n = static_cast<size_t>(max_tokens);
+  tok_entry_.resize(n);
+  tok_pos_.resize(n);
+  views_.reserve(n);
+  entry_end_.reserve(n);
+  entry_row_.reserve(n);
   const int64_t widest = std::max({c.n_embd, c.q_dim(), c.n_ff});
   x_.resize(n * c.n_embd);
   xn_.resize(n * c.n_embd);
   xq_.resize(n * (widest / 32));
-  xpack_.reserve(max_batch, widest / 32);
+  xpack_.reserve(max_tokens, widest / 32);
   q_.resize(n * c.q_dim());
   k_.resize(n * c.kv_dim());
   v_.resize(n * c.kv_dim());
@@ -28,28 +35,32 @@ Forward::Forward(const Model& model, ThreadPool& pool, int64_t max_batch, int64_
   up_.resize(n * c.n_ff);
   rope_cos_.resize(n * c.rope_dims / 2);
   rope_sin_.resize(n * c.rope_dims / 2);
-  max_chunks_ = attention_chunks(n_ctx);
-  attn_scratch_stride_ = attention_scratch_floats(c.group_size(), c.head_dim, n_ctx);
+  max_chunks_ = attention_chunks(max_context);
+  attn_scratch_stride_ = attention_scratch_floats(c.group_size(), c.head_dim, max_context);
   attn_scratch_.resize(static_cast<size_t>(pool.size() * attn_scratch_stride_));
   if (pool.size() > 1)
     attn_parts_.resize(static_cast<size_t>(kSplitTokens * c.n_kv_head * max_chunks_ *
                                            attention_partial_floats(c.group_size(), c.head_dim)));
-  logits_.resize((all_logits ? n : 1) * static_cast<size_t>(c.n_vocab));
+  gather_.resize(static_cast<size_t>(logit_rows * c.n_embd));
+  logits_.resize(static_cast<size_t>(logit_rows) * static_cast<size_t>(c.n_vocab));
 }
 
 void Forward::quantize_rows(const float* x, int64_t n, int64_t dim) {
   for (int64_t t = 0; t < n; ++t) quantize_row_q8(x + t * dim, xq_.data() + t * (dim / 32), dim);
-  if ((dim / 32) % 2 == 0) xpack_.build(xq_.data(), n, dim / 32);
+  xpack_.build(xq_.data(), n, dim / 32);
 }
 
-void Forward::attention(const KvLayerView& kv, int64_t n, int64_t start) {
+uint64_t Forward::attention(int64_t n) {
   const auto& c = model_.config();
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   const int64_t group = c.group_size(), hd = c.head_dim, n_kv = c.n_kv_head;
-  const AttentionMode mode = mode_;
-  // The query at position start+t may see keys [0, start+t]; the lab modes score the whole chunk.
-  auto keys = [&](int64_t t) { return mode == AttentionMode::Causal ? start + t + 1 : start + n; };
-  auto visible = [&](int64_t t) { return mode == AttentionMode::DenseMasked ? start + t + 1 : keys(t); };
+  const AttentionMode mode = hooks_ ? hooks_->attention : AttentionMode::Causal;
+  // The query at position p may see keys [0, p]; the lab modes score the whole of its entry's run.
+  auto keys = [&](int64_t t) {
+    return mode == AttentionMode::Causal ? tok_pos_[t] + 1 : entry_end_[static_cast<size_t>(tok_entry_[t])];
+  };
+  auto visible = [&](int64_t t) { return mode == AttentionMode::DenseMasked ? tok_pos_[t] + 1 : keys(t); };
+  auto view = [&](int64_t t) -> const KvLayerView& { return views_[static_cast<size_t>(tok_entry_[t])]; };
   auto q_off = [&](int64_t t, int64_t g) { return t * c.q_dim() + g * group * hd; };
   const int64_t part = attention_partial_floats(group, hd);
 
@@ -65,7 +76,7 @@ void Forward::attention(const KvLayerView& kv, int64_t n, int64_t start) {
         while (i >= first[t + 1]) ++t;
         const int64_t nc = attention_chunks(keys(t)), g = (i - first[t]) / nc, ch = (i - first[t]) % nc;
         float* partial = attn_parts_.data() + ((t * n_kv + g) * max_chunks_ + ch) * part;
-        attend_chunk(q_.data() + q_off(t, g), group, kv, g, ch, keys(t), visible(t), scale, scores, partial);
+        attend_chunk(q_.data() + q_off(t, g), group, view(t), g, ch, keys(t), visible(t), scale, scores, partial);
       }
     });
     for (int64_t t = 0; t < n; ++t)
@@ -80,12 +91,14 @@ void Forward::attention(const KvLayerView& kv, int64_t n, int64_t start) {
       float* scratch = attn_scratch_.data() + static_cast<size_t>(worker) * attn_scratch_stride_;
       for (int64_t i = b; i < e; ++i) {
         const int64_t u = i / n_kv, g = i % n_kv, t = u % 2 == 0 ? u / 2 : n - 1 - u / 2;
-        attend_group(q_.data() + q_off(t, g), group, kv, g, keys(t), scale, scratch, attn_.data() + q_off(t, g),
+        attend_group(q_.data() + q_off(t, g), group, view(t), g, keys(t), scale, scratch, attn_.data() + q_off(t, g),
                      visible(t));
       }
     });
   }
-  for (int64_t t = 0; t < n; ++t) stats_.attention_scores += static_cast<uint64_t>(c.n_head) * keys(t);
+  uint64_t scores = 0;
+  for (int64_t t = 0; t < n; ++t) scores += static_cast<uint64_t>(c.n_head) * keys(t);
+  return scores;
 }
 
 KvLayerView Forward::chunk_view(int64_t n) const {
@@ -106,46 +119,70 @@ KvLayerView Forward::chunk_view(int64_t n) const {
   return v;
 }
 
-void Forward::set_capture_layer(int64_t layer) {
+int64_t Forward::check(std::span<const StepEntry> batch, bool cached) const {
   const auto& c = model_.config();
-  if (layer < -1 || layer > c.n_layer) fail("layer {} is out of range (0 to {})", layer, c.n_layer);
-  capture_layer_ = layer;
-  capture_.assign(layer >= 0 ? static_cast<size_t>(max_batch_ * c.n_embd) : 0, 0.0f);
+  int64_t n = 0, rows = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const StepEntry& e = batch[i];
+    if (e.tokens.empty()) fail("step entry {} has no tokens", i);
+    n += static_cast<int64_t>(e.tokens.size());
+    rows += e.logits == LogitsMode::All ? static_cast<int64_t>(e.tokens.size()) : e.logits == LogitsMode::Last ? 1 : 0;
+    for (int32_t tok : e.tokens)  // check before touching the cache: nothing half-written
+      if (tok < 0 || tok >= c.n_vocab) fail("token id {} is outside the vocabulary [0, {})", tok, c.n_vocab);
+    if (cached)
+      for (size_t j = 0; j < i; ++j)
+        if (batch[j].seq == e.seq) fail("sequence {} appears twice in one step", e.seq.slot);
+  }
+  if (n < 1 || n > max_tokens_) fail("a forward step takes 1 to {} tokens, got {}", max_tokens_, n);
+  if (rows > logit_rows_)
+    fail("this forward pass returns at most {} logits rows per step, {} were asked for", logit_rows_, rows);
+  return n;
 }
 
-void Forward::check_tokens(std::span<const int32_t> tokens, LogitsMode mode) const {
-  const auto& c = model_.config();
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  if (n < 1 || n > max_batch_) fail("forward pass takes 1 to {} tokens per call, got {}", max_batch_, n);
-  if (mode == LogitsMode::All && logits_.size() < static_cast<size_t>(n * c.n_vocab))
-    fail("this forward pass was set up for last-token logits only");
-  for (int32_t tok : tokens)  // check before touching the cache: nothing half-written
-    if (tok < 0 || tok >= c.n_vocab) fail("token id {} is outside the vocabulary [0, {})", tok, c.n_vocab);
+void Forward::step(KvCache& kv, std::span<const StepEntry> batch) {
+  check(batch, true);
+  size_t reserved = 0;
+  try {  // all sequences' positions or none: a refusal (continuity, capacity) leaves every sequence as it was
+    for (; reserved < batch.size(); ++reserved)
+      kv.begin_write(batch[reserved].seq, batch[reserved].start, batch[reserved].tokens);
+  } catch (...) {
+    for (size_t i = 0; i < reserved; ++i) kv.truncate(batch[i].seq, batch[i].start);
+    throw;
+  }
+  run(&kv, batch);
+  for (const StepEntry& e : batch) kv.end_write(e.seq);
 }
 
 void Forward::eval(KvCache& kv, KvCache::SeqId seq, std::span<const int32_t> tokens, int64_t start, LogitsMode mode) {
-  check_tokens(tokens, mode);
-  kv.begin_write(seq, start, static_cast<int64_t>(tokens.size()));  // refuses a start that is not the length
-  run(tokens, start, mode, &kv, seq);
+  const StepEntry e{seq, tokens, start, mode};
+  step(kv, {&e, 1});
 }
 
 void Forward::encode(std::span<const int32_t> tokens, LogitsMode mode) {
-  check_tokens(tokens, mode);
-  if (static_cast<int64_t>(tokens.size()) > n_ctx_)
-    fail("{} tokens exceed the context of {}", tokens.size(), n_ctx_);
-  run(tokens, 0, mode, nullptr, -1);
+  const StepEntry e{{}, tokens, 0, mode};
+  check({&e, 1}, false);
+  if (static_cast<int64_t>(tokens.size()) > max_context_)
+    fail("{} tokens exceed the context of {}", tokens.size(), max_context_);
+  run(nullptr, {&e, 1});
 }
 
-void Forward::run(std::span<const int32_t> tokens, int64_t start, LogitsMode mode, KvCache* kv,
-                  KvCache::SeqId seq) {
+void Forward::run(KvCache* kv, std::span<const StepEntry> batch) {
   const auto& c = model_.config();
-  const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t E = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, half = c.rope_dims / 2;
-  for (int64_t t = 0; t < n; ++t) {
-    model_.embed(tokens[t], x_.data() + t * E);
-    rope_angles(start + t, c.rope_dims, c.rope_base, rope_cos_.data() + t * half, rope_sin_.data() + t * half);
+  int64_t n = 0;
+  entry_end_.clear();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const StepEntry& e = batch[i];
+    for (size_t j = 0; j < e.tokens.size(); ++j, ++n) {
+      tok_entry_[n] = static_cast<int32_t>(i);
+      tok_pos_[n] = e.start + static_cast<int64_t>(j);
+      model_.embed(e.tokens[j], x_.data() + n * E);
+      rope_angles(tok_pos_[n], c.rope_dims, c.rope_base, rope_cos_.data() + n * half, rope_sin_.data() + n * half);
+    }
+    entry_end_.push_back(e.start + static_cast<int64_t>(e.tokens.size()));
   }
-  if (capture_layer_ == 0) std::copy(x_.begin(), x_.begin() + n * E, capture_.begin());
+  if (hooks_) hooks_->residual(0, x_.data(), n);
+  uint64_t scores = 0;
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = model_.layer(l);
@@ -153,37 +190,51 @@ void Forward::run(std::span<const int32_t> tokens, int64_t start, LogitsMode mod
     for (int64_t t = 0; t < n; ++t) rms_norm(x_.data() + t * E, L.attn_norm.data(), xn_.data() + t * E, E, c.rms_eps);
     quantize_rows(xn_.data(), n, E);
     const MatmulOut qkv[] = {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
-    matmul_many(qkv, xq_.data(), n, pool_, &xpack_);
+    matmul_many(qkv, xpack_, pool_);
     for (int64_t t = 0; t < n; ++t) {
       const float* cs = rope_cos_.data() + t * half;
       const float* sn = rope_sin_.data() + t * half;
       rope_apply(q_.data() + t * Q, c.n_head, c.head_dim, c.rope_dims, cs, sn, c.arch->rope_pairing);
       rope_apply(k_.data() + t * KV, c.n_kv_head, c.head_dim, c.rope_dims, cs, sn, c.arch->rope_pairing);
-      if (kv) kv->store(l, seq, start + t, k_.data() + t * KV, v_.data() + t * KV);
+      if (kv) kv->store(l, batch[tok_entry_[t]].seq, tok_pos_[t], k_.data() + t * KV, v_.data() + t * KV);
     }
-    attention(kv ? kv->view(l, seq) : chunk_view(n), n, start);
+    views_.clear();
+    for (const StepEntry& e : batch) views_.push_back(kv ? kv->view(l, e.seq) : chunk_view(n));
+    scores += attention(n);
     quantize_rows(attn_.data(), n, Q);
-    matmul(L.wo, xq_.data(), n, proj_.data(), pool_, &xpack_);
+    matmul(L.wo, xpack_, proj_.data(), pool_);
     add_inplace(x_.data(), proj_.data(), n * E);
 
     // MLP sub-block.
     for (int64_t t = 0; t < n; ++t) rms_norm(x_.data() + t * E, L.ffn_norm.data(), xn_.data() + t * E, E, c.rms_eps);
     quantize_rows(xn_.data(), n, E);
     const MatmulOut gate_up[] = {{&L.ffn_gate, gate_.data()}, {&L.ffn_up, up_.data()}};
-    matmul_many(gate_up, xq_.data(), n, pool_, &xpack_);
+    matmul_many(gate_up, xpack_, pool_);
     silu_mul(gate_.data(), up_.data(), gate_.data(), n * F);
     quantize_rows(gate_.data(), n, F);
-    matmul(L.ffn_down, xq_.data(), n, proj_.data(), pool_, &xpack_);
+    matmul(L.ffn_down, xpack_, proj_.data(), pool_);
     add_inplace(x_.data(), proj_.data(), n * E);
-    if (capture_layer_ == l + 1) std::copy(x_.begin(), x_.begin() + n * E, capture_.begin());
+    if (hooks_) hooks_->residual(l + 1, x_.data(), n);
   }
 
   for (int64_t t = 0; t < n; ++t) rms_norm(x_.data() + t * E, model_.output_norm().data(), xn_.data() + t * E, E, c.rms_eps);
-  stats_.tokens += n;
-  if (mode == LogitsMode::None) return;
-  const int64_t first = mode == LogitsMode::All ? 0 : n - 1;
-  quantize_rows(xn_.data() + first * E, n - first, E);
-  matmul(model_.output(), xq_.data(), n - first, logits_.data(), pool_, &xpack_);
+  if (hooks_) hooks_->computed(n, scores);
+
+  // Logits of the rows asked for, entry by entry.
+  entry_row_.clear();
+  int64_t rows = 0, first = 0;
+  for (const StepEntry& e : batch) {
+    const int64_t m = static_cast<int64_t>(e.tokens.size());
+    const int64_t from = e.logits == LogitsMode::All ? first : first + m - 1;
+    const int64_t count = e.logits == LogitsMode::All ? m : e.logits == LogitsMode::Last ? 1 : 0;
+    entry_row_.push_back(count > 0 ? rows : -1);
+    std::copy_n(xn_.begin() + from * E, count * E, gather_.begin() + rows * E);
+    rows += count;
+    first += m;
+  }
+  if (rows == 0) return;
+  quantize_rows(gather_.data(), rows, E);
+  matmul(model_.output(), xpack_, logits_.data(), pool_);
 }
 
 }  // namespace tally

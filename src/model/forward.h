@@ -1,83 +1,99 @@
 #pragma once
-// The decoder's forward pass over a chunk of tokens at positions
-// [start, start + n): embeddings, pre-norm blocks (RMSNorm, attention with
-// RoPE at the true position, RMSNorm, SwiGLU MLP), final norm, logits.
-// Each block writes the chunk's K/V into the cache, then every query attends
-// to the cached keys it may see. All buffers are allocated in the constructor;
-// eval() allocates nothing. One thread drives a Forward (the pool does the rest).
+// The decoder's forward pass over one step: the tokens of one or several
+// sequences, each a run at positions [start, start + n) of its own sequence
+// (a prompt chunk being prefilled, or one token being decoded). Embeddings,
+// pre-norm blocks (RMSNorm, attention with RoPE at the true position, RMSNorm,
+// SwiGLU MLP), final norm, logits.
+//
+// The matrix products run over every token of the step at once (the weights
+// are read once per step); each block writes the step's K/V into the cache,
+// then every query attends to the keys of its own sequence that it may see.
+// A token's result does not depend on what else is in the step: every kernel
+// computes each (row, token) and each query the same way whatever the batch
+// (tested bit for bit). All buffers are allocated in the constructor; step()
+// allocates nothing. One thread drives a Forward (the pool does the rest).
+// What the lab observes goes through ForwardHooks (forward_hooks.h).
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "kernels/activation_pack.h"
 #include "kernels/activation_q8.h"
+#include "kernels/kv_layer_view.h"
 #include "kv/kv_cache.h"
+#include "model/forward_hooks.h"
 #include "model/model.h"
-#include "core/thread_pool.h"
 
 namespace tally {
 
 enum class LogitsMode { None, Last, All };
 
-// How queries see keys. Causal is the model; the other two exist for the lab:
-// DenseMasked computes every score of the chunk and masks afterwards (the
-// textbook count), Unmasked lets queries see later keys (an encoder: wrong for
-// a decoder, and it breaks what the cache relies on).
-enum class AttentionMode { Causal, DenseMasked, Unmasked };
-
-struct ForwardStats {
-  uint64_t tokens = 0;            // positions computed
-  uint64_t attention_scores = 0;  // (query, key) scores computed, summed over heads and layers
+// One sequence's part of a step.
+struct StepEntry {
+  KvCache::SeqId seq;
+  std::span<const int32_t> tokens;  // evaluated at positions [start, start + tokens.size())
+  int64_t start = 0;                // must equal the sequence's cache length
+  LogitsMode logits = LogitsMode::Last;
 };
 
 class Forward {
  public:
-  // max_batch: the largest chunk eval() takes; logits_rows: 1, or max_batch to allow LogitsMode::All.
-  Forward(const Model& model, ThreadPool& pool, int64_t max_batch, int64_t n_ctx, bool all_logits);
+  // max_tokens: the most tokens one step takes (all entries together);
+  // max_context: the longest sequence attended over; logit_rows: the most
+  // logits rows one step returns (1 for one sequence's last token).
+  Forward(const Model& model, ThreadPool& pool, int64_t max_tokens, int64_t max_context, int64_t logit_rows);
 
-  // PRECONDITIONS: 1 <= tokens.size() <= max_batch(); kv.length(seq) == start
-  // (else the cache refuses: broken continuity).
+  // PRECONDITIONS: 1 <= total tokens <= max_tokens(); each entry's start is
+  // its sequence's length (else the cache refuses: broken continuity), each
+  // sequence at most once; the rows asked for fit logit_rows. On a refusal
+  // nothing is written to any sequence.
+  void step(KvCache& kv, std::span<const StepEntry> batch);
+  // One sequence: step() with one entry.
   void eval(KvCache& kv, KvCache::SeqId seq, std::span<const int32_t> tokens, int64_t start, LogitsMode mode);
   // One pass over tokens at positions [0, n) with no KV cache at all (the
-  // text-encoder use): keys and values live in the chunk's own buffers.
+  // text-encoder use): keys and values live in the step's own buffers.
   void encode(std::span<const int32_t> tokens, LogitsMode mode);
 
-  // (rows, n_vocab): rows = 1 after Last, n after All.
+  // (rows, n_vocab): the rows of the last step, entry by entry in batch order
+  // (Last: one row, All: one per token, None: none).
   const float* logits() const { return logits_.data(); }
-  // (n, n_embd): the final-normed hidden states of the last eval.
+  // The first logits row of entry i of the last step (-1 when it asked for none).
+  int64_t logits_row(size_t entry) const { return entry_row_.at(entry); }
+  // (n, n_embd): the final-normed hidden states of the last step's tokens.
   const float* hidden() const { return xn_.data(); }
-  int64_t max_batch() const { return max_batch_; }
+  int64_t max_tokens() const { return max_tokens_; }
+  int64_t logit_rows() const { return logit_rows_; }
   const Model& model() const { return model_; }
 
-  void set_attention_mode(AttentionMode m) { mode_ = m; }
-  void set_causal(bool causal) { mode_ = causal ? AttentionMode::Causal : AttentionMode::Unmasked; }
-  // Keep a copy of the residual stream after block `layer` (0: the embeddings,
-  // n_layer: the last block, before the final norm); -1 turns capture off.
-  void set_capture_layer(int64_t layer);
-  const float* captured() const { return capture_.data(); }  // (n, n_embd)
-  const ForwardStats& stats() const { return stats_; }
-  void reset_stats() { stats_ = {}; }
+  // An observer for the lab (nullptr: none). Not owned; must outlive its use.
+  void set_hooks(ForwardHooks* hooks) { hooks_ = hooks; }
 
  private:
   void quantize_rows(const float* x, int64_t n, int64_t dim);
-  void attention(const KvLayerView& kv, int64_t n, int64_t start);
-  void run(std::span<const int32_t> tokens, int64_t start, LogitsMode mode, KvCache* kv, KvCache::SeqId seq);
+  // Attention of the step's n tokens for one layer; returns the (query, key)
+  // scores computed, summed over heads.
+  uint64_t attention(int64_t n);
+  void run(KvCache* kv, std::span<const StepEntry> batch);
   KvLayerView chunk_view(int64_t n) const;
-  void check_tokens(std::span<const int32_t> tokens, LogitsMode mode) const;
+  int64_t check(std::span<const StepEntry> batch, bool cached) const;
 
   const Model& model_;
   ThreadPool& pool_;
-  int64_t max_batch_, n_ctx_;
-  AttentionMode mode_ = AttentionMode::Causal;
-  int64_t capture_layer_ = -1;
-  std::vector<float> capture_;  // (n, n_embd) when capturing
-  ForwardStats stats_;
+  int64_t max_tokens_, max_context_, logit_rows_;
+  ForwardHooks* hooks_ = nullptr;
 
+  // Per token of the step: its entry and position; per entry: its view of the current layer.
+  std::vector<int32_t> tok_entry_;
+  std::vector<int64_t> tok_pos_;
+  std::vector<KvLayerView> views_;
+  std::vector<int64_t> entry_end_;  // per entry: start + its token count
+  std::vector<int64_t> entry_row_;
   // Activations, row-major per token:
   std::vector<float> x_;       // (n, n_embd) residual stream
   std::vector<float> xn_;      // (n, n_embd) normed input of the current sub-block
   std::vector<BlockQ8> xq_;    // (n, max(n_embd, q_dim, n_ff) / 32) quantized matmul input
-  ActivationPack xpack_;       // xq_ rearranged for the split-layout kernels
+  ActivationPack xpack_;       // xq_ rearranged for the kernels
   std::vector<float> q_, k_, v_;  // (n, q_dim) (n, kv_dim) (n, kv_dim)
   std::vector<float> attn_;    // (n, q_dim) attention output
   std::vector<float> proj_;    // (n, n_embd) sub-block output
@@ -90,7 +106,8 @@ class Forward {
   int64_t max_chunks_ = 0, attn_scratch_stride_ = 0;
   std::vector<float> attn_scratch_;
   std::vector<float> attn_parts_;  // (kSplitTokens, n_kv_head, max_chunks, partial)
-  std::vector<float> logits_;  // (1 or max_batch, n_vocab)
+  std::vector<float> gather_;      // (logit_rows, n_embd): the rows whose logits are asked for
+  std::vector<float> logits_;      // (logit_rows, n_vocab)
 };
 
 }  // namespace tally

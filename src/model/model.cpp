@@ -4,10 +4,9 @@
 
 #include "core/byte_size.h"
 #include "core/error.h"
-#include "kernels/cpu_features.h"
 #include "kernels/dequantize.h"
+#include "kernels/matmul.h"
 #include "kernels/split_layout.h"
-#include "kernels/vec_dot.h"
 
 namespace tally {
 
@@ -21,23 +20,14 @@ WeightMatrix Model::matrix(const std::string& name, int64_t rows, int64_t cols) 
   if (t->dims.size() != 2 || static_cast<int64_t>(t->dims[0]) != cols || static_cast<int64_t>(t->dims[1]) != rows)
     fail("{}: tensor '{}' has shape {}, expected {{{}, {}}}", file_->path(), name, t->shape_string(), cols, rows);
   if (cols % 32 != 0) fail("{}: tensor '{}' rows of {} values are not a multiple of 32", file_->path(), name, cols);
-  try {
-    vec_dot_fn_scalar(t->type);
-  } catch (const Error& e) {
-    fail("{}: tensor '{}': {}", file_->path(), name, e.what());
-  }
-  WeightMatrix w;
-  w.type = t->type;
-  w.rows = rows;
-  w.cols = cols;
-  w.row_bytes = row_bytes(t->type, cols);
-  w.data = t->data;
-  if (split_supported(w.type, cols) && simd_at_least(SimdLevel::Avx2)) {
-    auto& buf = repacked_.emplace_back(new uint8_t[t->n_bytes]);
-    repack_split(w.type, t->data, buf.get(), rows, cols);
+  if (!matmul_supported(t->type))
+    fail("{}: tensor '{}' has type {} (id {}), which tally cannot multiply", file_->path(), name,
+         dtype_name(t->type), static_cast<uint32_t>(t->type));
+  std::unique_ptr<uint8_t[]> storage;
+  const WeightMatrix w = make_weight_matrix(t->type, rows, cols, t->data, storage);
+  if (storage) {  // repacked: the mapped source pages are no longer needed
+    repacked_.push_back(std::move(storage));
     file_->release(*t);
-    w.data = buf.get();
-    w.split = true;
   }
   return w;
 }

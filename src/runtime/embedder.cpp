@@ -20,11 +20,21 @@ Embedding embed(const Model& model, std::span<const int32_t> tokens, int64_t lay
   if (layer < -1 || layer > c.n_layer) fail("--layer must be between 0 and {}, got {}", c.n_layer, layer);
   if (layer == -1) layer = c.n_layer;
   ThreadPool threads(n_threads > 0 ? n_threads : ThreadPool::default_threads());
-  Forward f(model, threads, n, n, /*all_logits=*/false);
+  Forward f(model, threads, n, n, 1);
   const bool final_norm = layer == c.n_layer;
-  if (!final_norm) f.set_capture_layer(layer);
+  // Keeps a copy of the residual stream after block `layer`.
+  struct Capture : ForwardHooks {
+    int64_t layer = 0, dim = 0;
+    std::vector<float> x;
+    void residual(int64_t l, const float* h, int64_t rows) override {
+      if (l == layer) x.assign(h, h + rows * dim);
+    }
+  } capture;
+  capture.layer = layer;
+  capture.dim = c.n_embd;
+  if (!final_norm) f.set_hooks(&capture);
   f.encode(tokens, LogitsMode::None);
-  const float* h = final_norm ? f.hidden() : f.captured();
+  const float* h = final_norm ? f.hidden() : capture.x.data();
 
   Embedding e;
   e.dim = c.n_embd;

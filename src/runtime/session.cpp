@@ -20,6 +20,7 @@ KvCacheOptions cache_options(const Model& m, const SessionOptions& o) {
   k.block_size = o.block_size;
   k.type = o.cache_type;
   k.budget_bytes = o.kv_budget;
+  k.prefix_cache = false;  // one sequence: an edit reuses its prefix by truncating (reuse_prefix)
   return k;
 }
 KvShape kv_shape(const Model& m) {
@@ -39,7 +40,7 @@ Session::Session(const Model& model, const SessionOptions& opts) try
       cache_(kv_shape(model), cache_options(model, opts)),
       seq_(cache_.create_sequence()),
       forward_(model, *pool_, std::max<int64_t>(1, std::min(opts.n_batch, cache_.n_ctx())), cache_.n_ctx(),
-               opts.all_logits) {
+               opts.all_logits ? std::max<int64_t>(1, std::min(opts.n_batch, cache_.n_ctx())) : 1) {
   if (opts.n_batch < 1) fail("batch size must be at least 1, got {}", opts.n_batch);
 } catch (const std::bad_alloc&) {
   fail("cannot allocate a session with a context of {} tokens and batches of {}: lower -c or --batch",
@@ -53,7 +54,7 @@ std::span<const float> Session::append(std::span<const int32_t> tokens, const Lo
   const int64_t n_vocab = model_.config().n_vocab;
   for (int32_t t : tokens)  // all chunks or none: an early chunk must not be kept when a later one is bad
     if (t < 0 || t >= n_vocab) fail("token id {} is outside the vocabulary [0, {})", t, n_vocab);
-  const int64_t B = forward_.max_batch();
+  const int64_t B = forward_.max_tokens();
   for (size_t i = 0; i < tokens.size(); i += B) {
     const auto chunk = tokens.subspan(i, std::min<size_t>(B, tokens.size() - i));
     const int64_t start = length();
@@ -68,6 +69,14 @@ std::span<const float> Session::append(std::span<const int32_t> tokens, const Lo
 void Session::truncate(int64_t n) {
   cache_.truncate(seq_, n);
   tokens_.resize(n);
+}
+
+int64_t Session::reuse_prefix(std::span<const int32_t> tokens) {
+  size_t keep = 0;
+  while (keep < tokens_.size() && keep < tokens.size() && tokens_[keep] == tokens[keep]) ++keep;
+  if (keep > 0 && keep == tokens.size()) --keep;
+  truncate(static_cast<int64_t>(keep));
+  return static_cast<int64_t>(keep);
 }
 
 }  // namespace tally

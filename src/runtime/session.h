@@ -3,7 +3,10 @@
 // sequence, a forward pass, and the tokens the cache holds. Invariant:
 // tokens().size() == cache length; position p of the cache holds tokens()[p].
 // append() prefills in chunks of n_batch (each chunk reads the cache written
-// by the ones before); truncate() rolls the cache back for an edit.
+// by the ones before); truncate() rolls the cache back for an edit;
+// reuse_prefix() keeps what a resent conversation has in common with the
+// cache. The cache and the forward pass stay inside: nothing outside can
+// write a position the tokens do not account for.
 #include <functional>
 #include <memory>
 #include <span>
@@ -38,15 +41,27 @@ class Session {
   std::span<const float> append(std::span<const int32_t> tokens, const LogitsSink& sink = {});
   // Forgets positions [n, length).
   void truncate(int64_t n);
+  // For a conversation resent whole with a new turn: keeps the longest
+  // prefix of `tokens` the cache already holds, but never all of them (the
+  // last token must be evaluated again for fresh logits), drops the rest of
+  // the cache and returns how many positions were kept. The caller then
+  // appends tokens[kept..].
+  int64_t reuse_prefix(std::span<const int32_t> tokens);
 
   const std::vector<int32_t>& tokens() const { return tokens_; }
   int64_t length() const { return static_cast<int64_t>(tokens_.size()); }
   int64_t n_ctx() const { return cache_.n_ctx(); }
   const Model& model() const { return model_; }
-  Forward& forward() { return forward_; }
-  KvCache& cache() { return cache_; }
+  // The final-normed hidden states (rows, n_embd) of the last chunk evaluated.
+  const float* hidden() const { return forward_.hidden(); }
+  // Position pos's K and V in `layer`, read back from the cache as f32
+  // (n_kv_head * head_dim each). PRECONDITION: pos < length().
+  void read_kv(int64_t layer, int64_t pos, float* k, float* v) const { cache_.load(layer, seq_, pos, k, v); }
+  // The cache, read-only (its length and blocks, for tests and the lab).
+  const KvCache& cache() const { return cache_; }
   KvCache::SeqId sequence() const { return seq_; }
-  ThreadPool& pool() { return *pool_; }
+  // An observer of the forward pass (the lab); nullptr for none. Not owned.
+  void set_hooks(ForwardHooks* hooks) { forward_.set_hooks(hooks); }
 
  private:
   const Model& model_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "core/error.h"
@@ -16,6 +17,9 @@ void SamplerParams::validate() const {
   if (!(repeat_penalty > 0) || !std::isfinite(repeat_penalty))
     fail("--repeat-penalty must be > 0, got {}", repeat_penalty);
   if (repeat_last_n < 0) fail("repeat window must be >= 0, got {}", repeat_last_n);
+  if (!(presence_penalty >= -2 && presence_penalty <= 2)) fail("presence_penalty must be in [-2, 2], got {}", presence_penalty);
+  if (!(frequency_penalty >= -2 && frequency_penalty <= 2))
+    fail("frequency_penalty must be in [-2, 2], got {}", frequency_penalty);
 }
 
 int32_t argmax(std::span<const float> logits) {
@@ -24,9 +28,16 @@ int32_t argmax(std::span<const float> logits) {
 
 Sampler::Sampler(const SamplerParams& p) : p_(p), rng_(p.seed) { p.validate(); }
 
-int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history, size_t generated) {
   if (logits.empty()) fail("sampler: empty logits");
   adjusted_.assign(logits.begin(), logits.end());
+  if ((p_.presence_penalty != 0 || p_.frequency_penalty != 0) && generated > 0) {
+    std::unordered_map<int32_t, int> count;
+    for (int32_t id : history.last(std::min(generated, history.size()))) ++count[id];
+    for (const auto& [id, k] : count)
+      if (id >= 0 && static_cast<size_t>(id) < adjusted_.size())
+        adjusted_[id] -= p_.frequency_penalty * static_cast<float>(k) + p_.presence_penalty;
+  }
   if (p_.repeat_penalty != 1.0f && p_.repeat_last_n > 0) {
     const size_t from = history.size() > static_cast<size_t>(p_.repeat_last_n) ? history.size() - p_.repeat_last_n : 0;
     std::unordered_set<int32_t> seen(history.begin() + from, history.end());

@@ -1,5 +1,6 @@
 #pragma once
-// Picks the next token from logits: repetition penalty, then greedy (temp 0)
+// Picks the next token from logits: repetition, presence and frequency
+// penalties, then greedy (temp 0)
 // or temperature + top-k + top-p + min-p and a seeded draw. Same seed, same
 // logits, same history -> same token. Owns its scratch; not thread-safe.
 #include <cstdint>
@@ -17,6 +18,9 @@ struct SamplerParams {
   float min_p = 0.05f;       // 0: off
   float repeat_penalty = 1.0f;  // 1: off
   int32_t repeat_last_n = 64;
+  // OpenAI's penalties over the generated tokens: logit -= frequency * count + presence * (count > 0).
+  float presence_penalty = 0.0f;   // 0: off; [-2, 2]
+  float frequency_penalty = 0.0f;  // 0: off; [-2, 2]
   uint64_t seed = 0;
 
   void validate() const;  // throws tally::Error naming the bad parameter
@@ -25,8 +29,9 @@ struct SamplerParams {
 class Sampler {
  public:
   explicit Sampler(const SamplerParams& p);
-  // history: tokens seen so far (prompt and generated), for the repetition penalty.
-  int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
+  // history: tokens seen so far (prompt and generated), for the repetition
+  // penalty; the last `generated` of them were generated (presence and frequency penalties).
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> history, size_t generated = 0);
 
  private:
   struct Candidate {

@@ -1,4 +1,4 @@
-// attend() over a paged KV cache: the SIMD paths (AVX2, AVX-512) against the
+// Attention over a paged KV cache: the SIMD paths (AVX2, AVX-512) against the
 // scalar reference, and that against the same attention computed in double
 // from the stored (f16-rounded) keys and values, for F16 and F32 caches, head
 // sizes that do and do not fill 8- and 16-float vectors, GQA groups of 1 to 8
@@ -17,6 +17,7 @@
 #include "core/half.h"
 #include "kernels/attention.h"
 #include "kernels/cpu_features.h"
+#include "kernels/kernel_table.h"
 #include "kv/kv_cache.h"
 
 namespace tally {
@@ -96,7 +97,6 @@ void check_attention(DType type, int64_t head_dim, bool simd) {
   const KvLayerView kv = f.cache.view(0, f.seq);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   std::uniform_real_distribution<float> u(-2, 2);
-  test::SimdLevelScope avx2(SimdLevel::Avx2);
   for (int64_t n_keys : {int64_t{1}, int64_t{2}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{33}, int64_t{64},
                          int64_t{99}, kAttentionChunk, kAttentionChunk + 1, 2 * kAttentionChunk + 5, kPositions}) {
     for (int64_t h = 0; h < kHeads; ++h) {
@@ -105,8 +105,8 @@ void check_attention(DType type, int64_t head_dim, bool simd) {
       for (int64_t i = 0; i < head_dim; ++i) q[i] = u(rng);
       std::vector<float> scratch(attention_scratch_floats(1, head_dim, n_keys));
       std::vector<float> out_s(head_dim + 1), out_a(head_dim + 1);
-      attend_scalar(q, kv, h, n_keys, scale, scratch.data(), out_s.data() + 1);
-      if (simd) attend(q, kv, h, n_keys, scale, scratch.data(), out_a.data() + 1);
+      kernels_at(SimdLevel::Scalar).attend_group(q, 1, kv, h, n_keys, scale, scratch.data(), out_s.data() + 1, -1);
+      if (simd) kernels_at(SimdLevel::Avx2).attend_group(q, 1, kv, h, n_keys, scale, scratch.data(), out_a.data() + 1, -1);
       const Reference r = reference(q, kv, h, n_keys, scale);
       for (int64_t i = 0; i < head_dim; ++i) {
         const double tol = r.tol_rel * r.vmax[i] + 1e-30;
@@ -221,7 +221,7 @@ TEST(Attention, SingleKeyReturnsItsValue) {
   const float q[8] = {9, 9, 9, 9, 9, 9, 9, 9};
   std::vector<float> scratch(attention_scratch_floats(1, 8, 1));
   float out[8];
-  attend(q, cache.view(0, s), 0, 1, 0.125f, scratch.data(), out);
+  attend_group(q, 1, cache.view(0, s), 0, 1, 0.125f, scratch.data(), out);
   for (int i = 0; i < 8; ++i) EXPECT_EQ(out[i], v[i]) << i;
 }
 

@@ -18,6 +18,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "tokenizer_test_util.h"
 #include "gguf_builder.h"
 #include "io/gguf.h"
 #include "kernels/dequantize.h"
@@ -310,9 +311,9 @@ TEST(Gguf, TensorlessFileMayEndBeforeItsPadding) {
 }
 
 TEST(Gguf, ReadsLlamaCppVocabOnlyFile) {
+  TALLY_NEED_SHARED();
   // From the shared tokenizer test data; gguf-py puts its data section at 1719360.
   const std::string path = std::string(TALLY_SHARED_DIR) + "/testdata/tokenizer/ggml-vocab-starcoder.gguf";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found";
   GgufFile f(path);
   EXPECT_EQ(f.file_size(), 1719346u);
   EXPECT_EQ(f.data_offset(), 1719360u);

@@ -194,11 +194,16 @@ TEST(KvCache, FreeSequenceReturnsAllBlocks) {
   c.free_sequence(b);
   EXPECT_EQ(c.allocator().free_blocks(), 5);
   for (int32_t id = 0; id < 5; ++id) EXPECT_EQ(c.allocator().owners(id), 0) << id;
-  expect_error([&] { c.length(a); }, {"no sequence 0"});
-  expect_error([&] { c.begin_write(b, 0, 1); }, {"no sequence 1"});
-  expect_error([&] { c.free_sequence(a); }, {"no sequence"});
-  expect_error([&] { c.view(0, 7); }, {"no sequence 7"});
-  EXPECT_EQ(c.create_sequence(), a);  // ids are reused
+  expect_error([&] { c.length(a); }, {"sequence 0", "was freed"});
+  expect_error([&] { c.begin_write(b, 0, 1); }, {"sequence 1", "was freed"});
+  expect_error([&] { c.free_sequence(a); }, {"was freed"});
+  expect_error([&] { c.view(0, KvCache::SeqId{7, 1}); }, {"no sequence 7"});
+  // A slot serves a new sequence, but the freed sequence's id stays refused.
+  const auto a2 = c.create_sequence();
+  EXPECT_EQ(a2.slot, a.slot);
+  EXPECT_NE(a2, a);
+  expect_error([&] { c.length(a); }, {"was freed"});
+  EXPECT_EQ(c.length(a2), 0);
 }
 
 TEST(KvCache, OutOfBlocksWhenSequencesShareThePool) {
@@ -206,8 +211,8 @@ TEST(KvCache, OutOfBlocksWhenSequencesShareThePool) {
   const auto a = c.create_sequence(), b = c.create_sequence();
   c.begin_write(a, 0, 12);  // 3 of the 5 blocks
   expect_error([&] { c.begin_write(b, 0, 9); }, {"out of blocks"});
-  // The refused write may have taken blocks for b; truncating b returns them.
-  c.truncate(b, c.length(b));
+  // A refused write changes nothing: b holds no position and no block.
+  EXPECT_EQ(c.length(b), 0);
   EXPECT_EQ(c.allocator().free_blocks(), 2);
   c.begin_write(b, 0, 8);
   EXPECT_EQ(c.allocator().free_blocks(), 0);

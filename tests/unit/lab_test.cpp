@@ -92,7 +92,7 @@ TEST(LabEmbed, OnePassAllocatesNoKvCache) {
   o.cache_type = DType::F32;
   Session s(*t->model, o);
   s.append(ids);
-  for (int64_t i = 0; i < e.rows * e.dim; ++i) ASSERT_NEAR(e.values[i], s.forward().hidden()[i], 1e-6) << i;
+  for (int64_t i = 0; i < e.rows * e.dim; ++i) ASSERT_NEAR(e.values[i], s.hidden()[i], 1e-6) << i;
 
   const Embedding mean = embed(*t->model, ids, -1, Pooling::Mean, 1);
   const Embedding last = embed(*t->model, ids, -1, Pooling::Last, 1);

@@ -9,6 +9,9 @@
 #include "core/error.h"
 #include "model_test_support.h"
 #include "runtime/generator.h"
+#include "core/thread_pool.h"
+#include "kv/kv_cache.h"
+#include "model/forward.h"
 #include "runtime/session.h"
 
 using namespace tally;
@@ -107,17 +110,24 @@ TEST(ModelInvariants, TruncateThenRecomputeEqualsFreshRun) {
 
 TEST(ModelInvariants, WriteAtWrongPositionIsRefused) {
   TALLY_NEED_MODEL();
-  Session s = make_session();
-  s.append(prompt_ids());
+  const auto& c = shared_model()->config();
+  const auto ids = prompt_ids();
+  const int64_t n = static_cast<int64_t>(ids.size());
+  ThreadPool pool(2);
+  KvCache cache({c.n_layer, c.n_kv_head, c.head_dim}, KvCacheOptions{n + 8, 32, DType::F16, 0});
+  Forward f(*shared_model(), pool, n, n + 8, 1);
+  const KvCache::SeqId seq = cache.create_sequence();
+  f.eval(cache, seq, ids, 0, LogitsMode::Last);
   const int32_t tok = 42;
-  const int64_t wrong = s.length() - 1;
-  try {
-    s.forward().eval(s.cache(), s.sequence(), std::span<const int32_t>(&tok, 1), wrong, LogitsMode::Last);
-    FAIL() << "a write at position " << wrong << " was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("broken continuity"), std::string::npos) << e.what();
+  for (int64_t wrong : {n - 1, n + 1}) {
+    try {
+      f.eval(cache, seq, std::span<const int32_t>(&tok, 1), wrong, LogitsMode::Last);
+      FAIL() << "a write at position " << wrong << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("broken continuity"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(cache.length(seq), n);  // nothing was written
   }
-  EXPECT_EQ(s.cache().length(s.sequence()), s.length());  // nothing was written
 }
 
 TEST(ModelInvariants, SameSeedSameTextAndSeedsDiffer) {

@@ -195,7 +195,14 @@ TEST(LoaderErrors, TokenOutsideVocabularyIsRefusedBeforeWriting) {
         EXPECT_HAS(msg, "[0, 50)");
       }
       EXPECT_EQ(s.length(), 3);
-      EXPECT_EQ(s.cache().length(s.sequence()), 3);
+      // The cache kept nothing of the refused chunks: the next append starts at
+      // position 3 (a longer cache would refuse it) and sees only 1, 2, 3.
+      const auto got = s.append(std::vector<int32_t>{4});
+      const std::vector<float> after(got.begin(), got.end());
+      s.truncate(3);
+      Session fresh(*tm->model, o);
+      const auto want = fresh.append(std::vector<int32_t>{1, 2, 3, 4});
+      EXPECT_EQ(after, std::vector<float>(want.begin(), want.end()));
     }
   }
 }

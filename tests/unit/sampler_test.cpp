@@ -272,3 +272,34 @@ TEST(Rng, SameSeedSameNumbersAndUniformInUnitInterval) {
 
 }  // namespace
 }  // namespace tally
+
+namespace tally {
+namespace {
+
+// OpenAI's penalties: logit -= frequency * count + presence, over the generated tokens only.
+TEST(SamplerPenalties, PresenceAndFrequencyCountOnlyGeneratedTokens) {
+  SamplerParams p;
+  p.temperature = 0;
+  p.frequency_penalty = 1.0f;
+  p.presence_penalty = 0.5f;
+  Sampler s(p);
+  const std::vector<float> logits = {0.0f, 1.0f, 2.0f, 4.0f};
+  // Token 3 was generated twice: 4 - 2 * 1 - 0.5 = 1.5, below token 2.
+  EXPECT_EQ(s.sample(logits, std::vector<int32_t>{3, 3}, 2), 2);
+  // Generated once (the first 3 was the prompt's): 4 - 1 - 0.5 = 2.5, still the best.
+  EXPECT_EQ(s.sample(logits, std::vector<int32_t>{3, 3}, 1), 3);
+  // In the prompt only (generated = 0): no penalty.
+  EXPECT_EQ(s.sample(logits, std::vector<int32_t>{3, 3, 3}, 0), 3);
+  // Negative values encourage repetition.
+  SamplerParams q = p;
+  q.frequency_penalty = -2.0f;
+  q.presence_penalty = 0;
+  Sampler r(q);
+  EXPECT_EQ(r.sample(logits, std::vector<int32_t>{1, 1}, 2), 1);  // 1 + 2 * 2 = 5
+  SamplerParams bad = p;
+  bad.presence_penalty = 2.5f;
+  EXPECT_THROW(bad.validate(), Error);
+}
+
+}  // namespace
+}  // namespace tally

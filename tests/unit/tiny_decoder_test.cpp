@@ -15,6 +15,8 @@
 #include "core/error.h"
 #include "kernels/attention.h"
 #include "runtime/generator.h"
+#include "core/thread_pool.h"
+#include "model/forward.h"
 #include "runtime/session.h"
 #include "tiny_model.h"
 
@@ -200,9 +202,35 @@ std::vector<float> append_all(Session& s, const std::vector<int32_t>& tokens) {
 std::vector<float> run(const Model& m, const std::vector<int32_t>& tokens, const SessionOptions& o = opts(),
                        bool causal = true) {
   Session s(m, o);
-  s.forward().set_causal(causal);
+  ForwardHooks mask;
+  mask.attention = causal ? AttentionMode::Causal : AttentionMode::Unmasked;
+  s.set_hooks(&mask);
   return append_all(s, tokens);
 }
+
+// Counts what the forward passes computed.
+struct Counter : ForwardHooks {
+  uint64_t tokens = 0, scores = 0;
+  void computed(int64_t n, uint64_t sc) override {
+    tokens += static_cast<uint64_t>(n);
+    scores += sc;
+  }
+};
+
+// A forward pass over a cache of its own, to ask the cache for what a Session
+// never asks: a write that does not start at the sequence's length.
+struct DirectPass {
+  ThreadPool pool{2};
+  KvCache cache;
+  Forward forward;
+  KvCache::SeqId seq;
+  DirectPass(const Model& m, int64_t n_ctx)
+      : cache({m.config().n_layer, m.config().n_kv_head, m.config().head_dim},
+              KvCacheOptions{n_ctx, 8, DType::F32, 64u << 20}),
+        forward(m, pool, n_ctx, n_ctx, 1),
+        seq(cache.create_sequence()) {}
+  void eval(std::span<const int32_t> tokens, int64_t start) { forward.eval(cache, seq, tokens, start, LogitsMode::Last); }
+};
 
 std::vector<int32_t> some_tokens(size_t n, int32_t n_vocab, int32_t mul = 7, int32_t add = 3) {
   std::vector<int32_t> t(n);
@@ -408,7 +436,9 @@ TEST(TinyDecoder, ChunkedAttentionIsIndependentOfBatchingAndThreads) {
     }
     // The dense form scores whole chunks past the visible keys and masks them.
     Session dense(*tm->model, opts(300, cache, 2, n_ctx));
-    dense.forward().set_attention_mode(AttentionMode::DenseMasked);
+    ForwardHooks masked_after;
+    masked_after.attention = AttentionMode::DenseMasked;
+    dense.set_hooks(&masked_after);
     EXPECT_EQ(max_diff(one, append_all(dense, toks)), 0.0) << dtype_name(cache) << " dense";
   }
 }
@@ -467,27 +497,30 @@ TEST(TinyDecoder, TruncateAndRecomputeEqualsFresh) {
 
 TEST(TinyDecoder, WriteAtWrongStartIsRefused) {
   const auto tm = test::make_tiny_model();
-  Session s(*tm->model, opts());
-  append_all(s, some_tokens(6, 50));
-  const int64_t free_before = s.cache().allocator().free_blocks();
+  DirectPass d(*tm->model, 32);
+  const auto six = some_tokens(6, 50);
+  d.eval(six, 0);
+  const int64_t free_before = d.cache.allocator().free_blocks();
   const int32_t tok = 4;
   for (int64_t start : {0, 5, 7, 20}) {
     try {
-      s.forward().eval(s.cache(), s.sequence(), std::span<const int32_t>(&tok, 1), start, LogitsMode::Last);
+      d.eval(std::span<const int32_t>(&tok, 1), start);
       ADD_FAILURE() << "a write at " << start << " was accepted";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("broken continuity"), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find("start at 6"), std::string::npos) << e.what();
     }
-    EXPECT_EQ(s.cache().length(s.sequence()), 6);
-    EXPECT_EQ(s.cache().allocator().free_blocks(), free_before);
+    EXPECT_EQ(d.cache.length(d.seq), 6);
+    EXPECT_EQ(d.cache.allocator().free_blocks(), free_before);
   }
-  // The session still continues correctly after the refusals.
-  auto toks = some_tokens(6, 50);
+  // The pass still continues correctly after the refusals.
+  auto toks = six;
   toks.push_back(tok);
-  const auto last = s.append(std::vector<int32_t>{tok});
+  d.eval(std::span<const int32_t>(&tok, 1), 6);
+  const int64_t V = tm->model->config().n_vocab;
   const auto fresh = run(*tm->model, toks);
-  EXPECT_EQ(max_diff(std::vector<float>(last.begin(), last.end()), std::vector<float>(fresh.end() - 50, fresh.end())),
+  EXPECT_EQ(max_diff(std::vector<float>(d.forward.logits(), d.forward.logits() + V),
+                     std::vector<float>(fresh.end() - V, fresh.end())),
             0.0);
 }
 
@@ -505,16 +538,18 @@ TEST(TinyDecoder, FullContextIsRefused) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("do not fit"), std::string::npos) << e.what();
   }
+  EXPECT_EQ(s.cache().length(s.sequence()), 16);
   // The cache itself refuses too, when asked directly.
+  DirectPass d(*tm->model, 16);
+  d.eval(some_tokens(16, 50), 0);
   const int32_t tok = 1;
   try {
-    s.forward().eval(s.cache(), s.sequence(), std::span<const int32_t>(&tok, 1), 16, LogitsMode::Last);
+    d.eval(std::span<const int32_t>(&tok, 1), 16);
     ADD_FAILURE() << "the cache accepted position 16 of 16";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("context full"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(s.cache().length(s.sequence()), 16);
-  EXPECT_EQ(s.length(), 16);
+  EXPECT_EQ(d.cache.length(d.seq), 16);
 }
 
 TEST(TinyDecoder, ThreadCountsGiveIdenticalLogits) {
@@ -533,13 +568,15 @@ TEST(TinyDecoder, AttentionScoreCountIsCausal) {
   const auto tm = test::make_tiny_model();
   const auto& c = tm->model->config();
   Session s(*tm->model, opts(4));
+  Counter count;
+  s.set_hooks(&count);
   const int64_t n = 10, k = 5;
   s.append(some_tokens(n, 50));
   for (int32_t i = 0; i < k; ++i) s.append(std::vector<int32_t>{i});
   uint64_t causal = 0;
   for (int64_t p = 0; p < n + k; ++p) causal += static_cast<uint64_t>(p + 1);
-  EXPECT_EQ(s.forward().stats().attention_scores, static_cast<uint64_t>(c.n_head * c.n_layer) * causal);
-  EXPECT_EQ(s.forward().stats().tokens, static_cast<uint64_t>(n + k));
+  EXPECT_EQ(count.scores, static_cast<uint64_t>(c.n_head * c.n_layer) * causal);
+  EXPECT_EQ(count.tokens, static_cast<uint64_t>(n + k));
 }
 
 // The textbook count: every (query, key) score of the chunk computed, then the
@@ -549,10 +586,12 @@ TEST(TinyDecoder, DenseMaskedEqualsCausalWithSquareScoreCount) {
   const auto& c = tm->model->config();
   const auto toks = some_tokens(12, 50);
   Session s(*tm->model, opts());
-  s.forward().set_attention_mode(AttentionMode::DenseMasked);
+  Counter count;
+  count.attention = AttentionMode::DenseMasked;
+  s.set_hooks(&count);
   const auto dense = append_all(s, toks);
   EXPECT_EQ(max_diff(dense, run(*tm->model, toks)), 0.0);
-  EXPECT_EQ(s.forward().stats().attention_scores, static_cast<uint64_t>(c.n_head * c.n_layer * 12 * 12));
+  EXPECT_EQ(count.scores, static_cast<uint64_t>(c.n_head * c.n_layer * 12 * 12));
 }
 
 }  // namespace

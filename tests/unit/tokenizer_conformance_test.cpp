@@ -73,6 +73,7 @@ std::string printable(const std::string& s) {
 }
 
 void run_suite(const std::string& name, const std::string& expect_model) {
+  TALLY_NEED_SHARED();
   const std::string base = kDir + "ggml-vocab-" + name + ".gguf";
   const auto f = test::load_vocab("ggml-vocab-" + name + ".gguf");
   const Tokenizer tok = Tokenizer::from_gguf(*f);
@@ -104,6 +105,7 @@ TEST(TokenizerConformance, LlamaSpm) { run_suite("llama-spm", "llama"); }
 // The suite's files end right after their metadata (no tensors, no padding
 // up to the empty data section): the reader must accept them as they are.
 TEST(TokenizerConformance, OpensVocabFilesFromDisk) {
+  TALLY_NEED_SHARED();
   for (const char* name : {"gpt-2", "starcoder", "llama-spm"}) {
     const GgufFile f(kDir + "ggml-vocab-" + name + ".gguf");
     EXPECT_NO_THROW((void)Tokenizer::from_gguf(f)) << name;
@@ -111,6 +113,7 @@ TEST(TokenizerConformance, OpensVocabFilesFromDisk) {
 }
 
 TEST(TokenizerConformance, SuiteFilesParse) {
+  TALLY_NEED_SHARED();
   const auto texts = read_texts(kDir + "ggml-vocab-gpt-2.gguf.inp");
   ASSERT_GE(texts.size(), 5u);
   EXPECT_EQ(texts[0], "ied 4 \xC2\xBD months");
@@ -120,6 +123,7 @@ TEST(TokenizerConformance, SuiteFilesParse) {
 }
 
 TEST(TokenizerConformance, VocabMetadata) {
+  TALLY_NEED_SHARED();
   const Tokenizer spm = Tokenizer::from_gguf(*test::load_vocab("ggml-vocab-llama-spm.gguf"));
   EXPECT_EQ(spm.n_vocab(), 32000);
   EXPECT_EQ(spm.bos_id(), 1);

@@ -43,8 +43,8 @@ class SmolLM2Tokenizer : public ::testing::Test {
   void SetUp() override {
     if (tok_ != nullptr) return;
     if (tally_test::model_required())
-      FAIL() << tally_test::kDefaultModelName << " not found under $TALLY_HOME/models or $TALLY_HOME";
-    GTEST_SKIP() << tally_test::kDefaultModelName << " not found; skipping";
+      FAIL() << tally::default_model_path() << " not found";
+    GTEST_SKIP() << tally::default_model_path() << " not found (scripts/fetch_model.sh)";
   }
   static inline GgufFile* file_ = nullptr;
   static inline Tokenizer* tok_ = nullptr;

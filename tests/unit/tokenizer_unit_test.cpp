@@ -376,6 +376,7 @@ TEST(TokenizerSpm, NoSpacePrefix) {
 // ---- robustness on real vocabularies ---------------------------------------
 
 TEST(TokenizerRobustness, IllFormedUtf8RoundTrips) {
+  TALLY_NEED_SHARED();
   const auto g = test::load_vocab("ggml-vocab-gpt-2.gguf");  // has a token for every byte
   const Tokenizer t = Tokenizer::from_gguf(*g);
   for (const std::string& s :
@@ -387,6 +388,7 @@ TEST(TokenizerRobustness, IllFormedUtf8RoundTrips) {
 }
 
 TEST(TokenizerRobustness, BytesWithoutTokenBecomeTheReplacementCharacter) {
+  TALLY_NEED_SHARED();
   // StarCoder's vocabulary has no token for 0xC0, 0xC1, 0xF1 or 0xF5..0xFF:
   // each character or ill-formed sequence holding one becomes U+FFFD, counted.
   const auto g = test::load_vocab("ggml-vocab-starcoder.gguf");
@@ -415,6 +417,7 @@ TEST(TokenizerRobustness, BytesWithoutTokenBecomeTheReplacementCharacter) {
 }
 
 TEST(TokenizerRobustness, LongRuns) {
+  TALLY_NEED_SHARED();
   const auto g = test::load_vocab("ggml-vocab-starcoder.gguf");
   const Tokenizer t = Tokenizer::from_gguf(*g);
   for (const std::string& s : {std::string(1 << 20, ' '), std::string(1 << 18, 'a'),
@@ -455,6 +458,7 @@ std::vector<int32_t> byte_ids(const Tokenizer& t, std::string_view s) {
 }
 
 TEST(TokenizerStream, HoldsSplitCharacters) {
+  TALLY_NEED_SHARED();
   const auto g = test::load_vocab("ggml-vocab-starcoder.gguf");
   const Tokenizer t = Tokenizer::from_gguf(*g);
   const std::string text = "a\xF0\x9F\x98\x80 \xE4\xBD\xA0\xE5\xA5\xBD \xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9";
@@ -480,6 +484,7 @@ TEST(TokenizerStream, HoldsSplitCharacters) {
 }
 
 TEST(TokenizerStream, FlushReplacesIncompleteAndInvalidBytes) {
+  TALLY_NEED_SHARED();
   const auto g = test::load_vocab("ggml-vocab-gpt-2.gguf");
   const Tokenizer t = Tokenizer::from_gguf(*g);
   const std::string r(utf8::kReplacement);
@@ -500,6 +505,7 @@ TEST(TokenizerStream, FlushReplacesIncompleteAndInvalidBytes) {
 }
 
 TEST(TokenizerStream, InvalidIdLeavesStateUnchanged) {
+  TALLY_NEED_SHARED();
   const auto g = test::load_vocab("ggml-vocab-starcoder.gguf");
   const Tokenizer t = Tokenizer::from_gguf(*g);
   StreamDecoder sd(t);
@@ -512,6 +518,7 @@ TEST(TokenizerStream, InvalidIdLeavesStateUnchanged) {
 }
 
 TEST(TokenizerStream, SpecialTokensAndSpacePrefix) {
+  TALLY_NEED_SHARED();
   const auto g = test::load_vocab("ggml-vocab-llama-spm.gguf");
   const Tokenizer t = Tokenizer::from_gguf(*g);
   {

@@ -1,17 +1,17 @@
-// tally chat: an interactive multi-turn conversation. Each turn renders the
-// whole conversation with the chat template, keeps the cached prefix that
-// still matches and prefills only the new tokens.
+// tally chat: an interactive multi-turn conversation (runtime/conversation.h):
+// each turn prefills only the tokens the cache does not already hold; when
+// the context fills up, the oldest turns are dropped and the chat goes on.
 #include <fmt/format.h>
 
 #include <iostream>
 #include <memory>
 
 #include "commands.h"
+#include "core/error.h"
 #include "model_options.h"
-#include "runtime/generator.h"
+#include "runtime/conversation.h"
 #include "sampling_options.h"
 #include "tokenizer/chat_template.h"
-#include "tokenizer/stream_decoder.h"
 
 namespace tally::cli {
 
@@ -29,13 +29,13 @@ void add_chat(CLI::App& app) {
   cmd->add_option("--system", o->system, "System message (default: the template's own)");
   cmd->add_option("-n,--n-predict", o->n_predict, "Tokens per reply at most")->capture_default_str();
   cmd->callback([o] {
+    if (o->n_predict < 1) fail("-n must be at least 1 token per reply, got {}", o->n_predict);
     o->sampling.validate();
     LoadedModel lm = load_model(o->m);
     const Tokenizer& tok = *lm.tokenizer;
     const ChatTemplate tmpl = ChatTemplate::from_gguf(lm.model->file());
     Session session(*lm.model, session_options(o->m, *lm.model, false));
-    std::vector<ChatMessage> messages;
-    if (!o->system.empty()) messages.push_back({"system", o->system});
+    Conversation chat(session, tok, tmpl, o->system);
 
     GenerateOptions g;
     g.max_tokens = o->n_predict;
@@ -48,31 +48,27 @@ void add_chat(CLI::App& app) {
       std::fflush(stdout);
       if (!std::getline(std::cin, line) || line == "/exit") break;
       if (line.empty()) continue;
-      messages.push_back({"user", line});
-      const auto ids = tok.encode(tmpl.render(messages, true), true, true);
-      // Reuse the longest cached prefix; roll back whatever no longer matches.
-      size_t keep = 0;
-      const auto& cached = session.tokens();
-      while (keep < cached.size() && keep < ids.size() && cached[keep] == ids[keep]) ++keep;
-      if (keep == ids.size()) --keep;  // the last token must be evaluated for fresh logits
-      session.truncate(static_cast<int64_t>(keep));
-      StreamDecoder stream(tok);
-      std::string reply;
-      const auto new_tokens = std::span<const int32_t>(ids).subspan(keep);
-      const GenerateResult r = generate(session, new_tokens, g, [&](int32_t id) {
-        const std::string piece = stream.push(id);
-        reply += piece;
-        fmt::print("{}", piece);
-        std::fflush(stdout);
-      });
-      const std::string rest = stream.flush();
-      reply += rest;
-      fmt::print("{}\n", rest);
+      TurnResult r;
+      try {
+        r = chat.say(line, g, [](const std::string& piece) {
+          fmt::print("{}", piece);
+          std::fflush(stdout);
+        });
+      } catch (const Error& e) {  // this turn is refused; the conversation goes on
+        fmt::print(stderr, "tally: {}\n", e.what());
+        continue;
+      }
+      fmt::print("\n");
       std::fflush(stdout);
+      if (r.dropped_turns > 0)
+        fmt::print(stderr, "[the context of {} tokens was full: the oldest {} turn(s) were dropped]\n",
+                   session.n_ctx(), r.dropped_turns);
+      if (r.generation.stop == GenerateResult::Stop::ContextFull)
+        fmt::print(stderr, "[reply cut: the context of {} tokens is full; the next turn drops the oldest turns]\n",
+                   session.n_ctx());
       fmt::print(stderr, "[{} new prompt tokens prefilled, {} reused from the cache, {} generated, {:.1f} tok/s]\n",
-                 new_tokens.size(), keep, r.tokens.size(),
-                 r.decode_ms > 0 ? r.decode_steps * 1000.0 / r.decode_ms : 0.0);
-      messages.push_back({"assistant", reply});
+                 r.prefilled, r.reused, r.generation.tokens.size(),
+                 r.generation.decode_ms > 0 ? r.generation.decode_steps * 1000.0 / r.generation.decode_ms : 0.0);
     }
   });
 }

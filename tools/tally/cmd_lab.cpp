@@ -4,6 +4,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "bench/progress.h"
 #include "commands.h"
 #include "encode_input.h"
 #include "option_checks.h"
@@ -12,6 +13,7 @@
 #include "core/error.h"
 #include "kv/kv_cache.h"
 #include "kv/kv_shape.h"
+#include "lab/beam_cost.h"
 #include "lab/cache_speedup.h"
 #include "lab/causal_experiment.h"
 #include "lab/continuity.h"
@@ -38,7 +40,12 @@ std::vector<int32_t> prompt_tokens(const Tokenizer& tok, const std::string& text
   return ids;
 }
 
-void print_json(const nlohmann::json& j) { cli::print_json(j, 2); }
+// A lab function's progress(done, total) callback drawing on `p` (stderr, terminals only).
+auto draw_on(Progress& p, std::string what) {
+  return [&p, what = std::move(what)](int64_t done, int64_t total) {
+    p.update(what, static_cast<double>(done), static_cast<double>(total));
+  };
+}
 
 void add_causal(CLI::App* lab) {
   struct Opts {
@@ -60,9 +67,9 @@ void add_causal(CLI::App* lab) {
       for (const auto& L : r.per_layer)
         layers.push_back({{"layer", L.layer}, {"masked_k", L.masked_k}, {"masked_v", L.masked_v},
                           {"unmasked_k", L.unmasked_k}, {"unmasked_v", L.unmasked_v}});
-      print_json({{"n_tokens", r.n_tokens}, {"masked_max_diff", r.masked_max_diff},
+      cli::print_json({{"n_tokens", r.n_tokens}, {"masked_max_diff", r.masked_max_diff},
                   {"unmasked_max_diff", r.unmasked_max_diff}, {"masked_max_relative", r.masked_max_relative},
-                  {"unmasked_max_relative", r.unmasked_max_relative}, {"per_layer", layers}});
+                  {"unmasked_max_relative", r.unmasked_max_relative}, {"per_layer", layers}}, 2);
       return;
     }
     fmt::print("N = {} tokens, then N + 1; max |diff| over the first N positions (hidden states and logits):\n",
@@ -97,15 +104,23 @@ void add_scores(CLI::App* lab) {
     if (!o->no_measure) {
       LoadedModel lm = load_model(o->m);
       const int32_t first = lm.tokenizer->encode("The", false, false).at(0);
-      c.cached_measured = measure_scores(*lm.model, first, o->n, true, o->m.threads);
-      if (o->n <= o->recompute_limit) c.recompute_measured = measure_scores(*lm.model, first, o->n, false, o->m.threads);
+      {
+        Progress p("tally lab scores");
+        c.cached_measured = measure_scores(*lm.model, first, o->n, true, o->m.threads,
+                                           draw_on(p, fmt::format("{} tokens with the cache", o->n)));
+      }
+      if (o->n <= o->recompute_limit) {
+        Progress p("tally lab scores");
+        c.recompute_measured = measure_scores(*lm.model, first, o->n, false, o->m.threads,
+                                              draw_on(p, fmt::format("{} tokens recomputing", o->n)));
+      }
     }
     const double ratio = static_cast<double>(c.recompute_formula) / static_cast<double>(c.cached_formula);
     if (o->json) {
       nlohmann::json j{{"n", c.n}, {"recompute", c.recompute_formula}, {"cached", c.cached_formula}, {"ratio", ratio}};
       if (c.cached_measured) j["cached_measured"] = *c.cached_measured;
       if (c.recompute_measured) j["recompute_measured"] = *c.recompute_measured;
-      print_json(j);
+      cli::print_json(j, 2);
       return;
     }
     auto measured = [](const std::optional<uint64_t>& m, uint64_t formula) {
@@ -146,7 +161,11 @@ void add_speedup(CLI::App* lab) {
     std::vector<int64_t> checkpoints;
     for (int64_t n = 1; n < o->gen_tokens; n *= 2) checkpoints.push_back(n);
     checkpoints.push_back(o->gen_tokens);
-    const SpeedupReport r = measure_cache_speedup(*lm.model, ids, o->gen_tokens, checkpoints, o->m.threads);
+    Progress progress("tally lab speedup");
+    const SpeedupReport r =
+        measure_cache_speedup(*lm.model, ids, o->gen_tokens, checkpoints, o->m.threads,
+                              draw_on(progress, fmt::format("{} tokens, cached then recomputed", o->gen_tokens)));
+    progress.clear();
     if (!o->plot.empty()) {
       PlotSpec p{"Time to write N tokens: KV cache vs recomputing", "tokens generated (N)", "total ms", {}, -1, "", true};
       PlotSeries a{"with KV cache", {}, {}}, b{"no cache (recompute)", {}, {}};
@@ -163,7 +182,7 @@ void add_speedup(CLI::App* lab) {
         pts.push_back({{"n", pt.n}, {"cache_total_ms", pt.cache_total_ms}, {"nocache_total_ms", pt.nocache_total_ms},
                        {"cache_ms_per_token", pt.cache_ms_per_token}, {"nocache_ms_per_token", pt.nocache_ms_per_token},
                        {"ratio", pt.ratio}});
-      print_json({{"prompt_tokens", r.prompt_tokens}, {"same_tokens", r.same_tokens}, {"points", pts}});
+      cli::print_json({{"prompt_tokens", r.prompt_tokens}, {"same_tokens", r.same_tokens}, {"points", pts}}, 2);
       return;
     }
     fmt::print("prompt {} tokens; cache and no-cache wrote {} tokens\n", r.prompt_tokens,
@@ -203,7 +222,10 @@ void add_depth(CLI::App* lab) {
     if (limit > 0) depths.push_back(limit);
     const auto filler = prompt_tokens(*lm.tokenizer, kDefaultPrompt);
     const DType ct = session_options(o->m, *lm.model, false).cache_type;
-    const DepthReport r = measure_depth(*lm.model, filler, depths, o->decode_tokens, ct, o->m.threads);
+    Progress progress("tally lab depth");
+    const DepthReport r = measure_depth(*lm.model, filler, depths, o->decode_tokens, ct, o->m.threads,
+                                        draw_on(progress, fmt::format("depths 0 to {}", depths.back())));
+    progress.clear();
     if (!o->plot.empty()) {
       PlotSpec p{"Decode speed against context depth", "tokens in the cache", "decode tokens/s", {},
                  static_cast<double>(r.crossover_context), "K/V read = weights read", false};
@@ -217,8 +239,8 @@ void add_depth(CLI::App* lab) {
       for (const auto& pt : r.points)
         pts.push_back({{"depth", pt.depth}, {"decode_tps", pt.decode_tps}, {"ms_per_token", pt.ms_per_token},
                        {"kv_bytes_read", pt.kv_bytes_read}, {"weight_bytes_read", pt.weight_bytes_read}});
-      print_json({{"kv_bytes_per_token", r.kv_bytes_per_token}, {"weight_bytes", r.weight_bytes},
-                  {"crossover_context", r.crossover_context}, {"points", pts}});
+      cli::print_json({{"kv_bytes_per_token", r.kv_bytes_per_token}, {"weight_bytes", r.weight_bytes},
+                  {"crossover_context", r.crossover_context}, {"points", pts}}, 2);
       return;
     }
     fmt::print("K/V per token {}, weights {}: the cache outweighs the weights past {} tokens\n",
@@ -250,11 +272,11 @@ void add_continuity(CLI::App* lab) {
     const int32_t replacement = lm.tokenizer->encode(" banana", false, false).at(0);
     const ContinuityReport r = run_continuity_experiment(*lm.model, ids, k, replacement, o->m.threads);
     if (o->json) {
-      print_json({{"prompt_tokens", r.prompt_tokens}, {"stale_start_refused", r.stale_start_refused},
+      cli::print_json({{"prompt_tokens", r.prompt_tokens}, {"stale_start_refused", r.stale_start_refused},
                   {"gap_start_refused", r.gap_start_refused}, {"refusal_message", r.refusal_message},
                   {"edit_at", r.edit_at}, {"recomputed_positions", r.recomputed_positions},
                   {"fresh_positions", r.fresh_positions}, {"max_logit_diff", r.max_logit_diff},
-                  {"work_saved", r.work_saved}});
+                  {"work_saved", r.work_saved}}, 2);
       return;
     }
     fmt::print("prompt of {} tokens in the cache\n", r.prompt_tokens);
@@ -271,6 +293,67 @@ void add_continuity(CLI::App* lab) {
 
 }  // namespace
 
+void add_beam(CLI::App* lab) {
+  struct Opts {
+    ModelOptions m;
+    std::string prompt = kDefaultPrompt, plot;
+    BeamCostOptions b;
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = lab->add_subcommand(
+      "beam", "Beam search's cost and gain with a cache: shared blocks, copied caches and no cache");
+  add_model_options(cmd, o->m);
+  cmd->add_option("-p,--prompt", o->prompt, "Prompt text (cycled or cut to each --prompt-tokens)");
+  cmd->add_option("--widths", o->b.widths, "Beam widths, comma-separated")->delimiter(',')->capture_default_str();
+  cmd->add_option("--prompt-tokens", o->b.prompts, "Prompt lengths, comma-separated")->delimiter(',')->capture_default_str();
+  cmd->add_option("--gen-tokens", o->b.gen_tokens, "Tokens to generate")->capture_default_str();
+  cmd->add_option("--none-steps", o->b.none_steps, "Steps the no-cache search is timed over")->capture_default_str();
+  cmd->add_option("--plot", o->plot, "Write a PNG plot of K/V bytes held and time per token");
+  cmd->add_flag("--json", o->json, "Print JSON");
+  cmd->callback([o] {
+    if (o->b.prompts.empty() || o->b.widths.empty()) fail("give at least one width and one prompt length");
+    LoadedModel lm = load_model(o->m);
+    o->b.n_threads = o->m.threads;
+    const auto ids = prompt_tokens(*lm.tokenizer, o->prompt, *std::max_element(o->b.prompts.begin(), o->b.prompts.end()));
+    Progress progress("tally lab beam");
+    const auto rows = measure_beam_cost(*lm.model, ids, o->b, draw_on(progress, "beam searches"));
+    progress.clear();
+    if (!o->plot.empty()) {
+      PlotSpec p{fmt::format("Beam search, {} generated tokens: K/V held at the peak", o->b.gen_tokens),
+                 "beam width", "MiB of K/V held (peak)", {}, -1, "", false};
+      for (int64_t len : o->b.prompts)
+        for (const char* mode : {"shared", "copied"}) {
+          PlotSeries s{fmt::format("{} blocks, prompt {}", mode, len), {}, {}};
+          for (const auto& r : rows)
+            if (r.prompt_tokens == len && r.mode == mode)
+              s.x.push_back(r.width), s.y.push_back(static_cast<double>(r.peak_held_bytes) / (1 << 20));
+          p.series.push_back(s);
+        }
+      write_plot_png(o->plot, p);
+    }
+    if (o->json) {
+      nlohmann::json a = nlohmann::json::array();
+      for (const auto& r : rows)
+        a.push_back({{"width", r.width}, {"prompt_tokens", r.prompt_tokens}, {"mode", r.mode},
+                     {"generated", r.generated}, {"steps_timed", r.steps_timed},
+                     {"peak_held_bytes", r.peak_held_bytes}, {"copied_bytes", r.copied_bytes},
+                     {"ms_per_token", r.ms_per_token}, {"total_ms", r.total_ms}, {"same_beams", r.same_beams}});
+      cli::print_json({{"gen_tokens", o->b.gen_tokens}, {"rows", a}}, 2);
+      return;
+    }
+    fmt::print("| prompt | width | cache | K/V held (peak) | K/V copied | ms per token | total ms | best beam |\n");
+    fmt::print("|---|---|---|---|---|---|---|---|\n");
+    for (const auto& r : rows)
+      fmt::print("| {} | {} | {} | {:.1f} MiB | {:.1f} MiB | {:.1f}{} | {:.0f}{} | {} |\n", r.prompt_tokens, r.width,
+                 r.mode, static_cast<double>(r.peak_held_bytes) / (1 << 20),
+                 static_cast<double>(r.copied_bytes) / (1 << 20), r.ms_per_token,
+                 r.mode == "none" ? fmt::format(" ({} steps)", r.steps_timed) : "", r.total_ms,
+                 r.mode == "none" ? " (extrapolated)" : "",
+                 r.mode == "shared" ? "-" : r.mode == "copied" ? (r.same_beams ? "same as shared" : "DIFFERENT") : "not compared");
+  });
+}
+
 void add_lab(CLI::App& app) {
   auto* lab = app.add_subcommand("lab", "The KV-cache lab: the seeds' experiments on a real model");
   lab->require_subcommand(1);
@@ -279,6 +362,7 @@ void add_lab(CLI::App& app) {
   add_speedup(lab);
   add_depth(lab);
   add_continuity(lab);
+  add_beam(lab);
 }
 
 }  // namespace tally::cli

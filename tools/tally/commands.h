@@ -16,5 +16,6 @@ void add_kv_plan(CLI::App& app);
 void add_lab(CLI::App& app);
 void add_embed(CLI::App& app);
 void add_bench(CLI::App& app);
+void add_serve(CLI::App& app);
 
 }  // namespace tally::cli

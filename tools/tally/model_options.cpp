@@ -26,6 +26,8 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
   cmd->add_option("--kv-budget", o.kv_budget,
                   "Memory the KV cache may use: BYTES, or with KiB/MiB/GiB/TiB (default: available memory)");
   add_simd_options(cmd, o);
+  cmd->add_flag("--no-prefix-cache", o.no_prefix_cache,
+                "Do not keep or reuse the KV blocks of earlier sequences' prompts (with several sequences)");
 }
 
 void add_simd_options(CLI::App* cmd, ModelOptions& o) {
@@ -80,6 +82,18 @@ SessionOptions session_options(const ModelOptions& o, const Model& m, bool all_l
                  format_bytes(s.kv_budget), format_bytes(available));
   }
   return s;
+}
+
+EngineOptions engine_options(const ModelOptions& o, const Model& m) {
+  const SessionOptions s = session_options(o, m, false);
+  EngineOptions e;
+  e.n_ctx = s.n_ctx;
+  e.n_threads = s.n_threads;
+  e.step_tokens = s.n_batch;
+  e.cache_type = s.cache_type;
+  e.kv_budget = s.kv_budget;
+  e.prefix_cache = !o.no_prefix_cache;
+  return e;
 }
 
 }  // namespace tally::cli

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "model/model.h"
+#include "runtime/engine.h"
 #include "runtime/session.h"
 #include "tokenizer/tokenizer.h"
 
@@ -27,6 +28,7 @@ struct ModelOptions {
   std::string kv_budget;  // BYTES or e.g. 2GiB; empty: the machine's available memory
   bool scalar = false;
   std::string simd;  // a SimdLevel name; empty: the best this CPU has
+  bool no_prefix_cache = false;
 };
 
 void add_model_options(CLI::App* cmd, ModelOptions& o);
@@ -47,5 +49,7 @@ LoadedModel load_model(const ModelOptions& o);
 // Session settings from the flags; warns on stderr when -c exceeds the trained
 // context, or --kv-budget the memory this machine has available.
 SessionOptions session_options(const ModelOptions& o, const Model& m, bool all_logits);
+// The same settings for an Engine of many sequences (-c is then the pool's size).
+EngineOptions engine_options(const ModelOptions& o, const Model& m);
 
 }  // namespace tally::cli

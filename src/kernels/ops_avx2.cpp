@@ -1,12 +1,20 @@
-// AVX2 variant of the activation quantizer; bit-identical to the scalar
-// reference (same scale, same round-to-nearest-even).
+// AVX2 kernels of the element-wise steps (this file is compiled with -mavx2
+// -mfma -mf16c and only called after the CPU check): the activation
+// quantizer (bit-identical to its scalar reference: same scale, same
+// round-to-nearest-even), the SwiGLU product and the f16 rounding of K/V.
+#include "kernels/x86_intrinsics.h"  // first: see there
+
 #include "kernels/activation_q8.h"
-#include "kernels/simd_avx2.h"
+#include "kernels/exp_simd.h"
+#include "kernels/kernel_table.h"
+#include "kernels/ops.h"
 
 namespace tally {
 
-#if TALLY_HAVE_X86
-TALLY_AVX2 void quantize_row_q8_avx2(const float* x, BlockQ8* out, int64_t n) {
+#ifdef __AVX2__
+namespace {
+
+void quantize_row_q8_avx2(const float* x, BlockQ8* out, int64_t n) {
   const __m256 sign_mask = _mm256_set1_ps(-0.0f);
   for (int64_t b = 0; b < n / 32; ++b) {
     const float* xb = x + b * 32;
@@ -40,8 +48,33 @@ TALLY_AVX2 void quantize_row_q8_avx2(const float* x, BlockQ8* out, int64_t n) {
   }
 }
 
+void silu_mul_avx2(const float* gate, const float* up, float* out, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), _mm256_loadu_ps(up + i)));
+  }
+  silu_mul_scalar(gate + i, up + i, out + i, n - i);
+}
+
+void to_f16_avx2(const float* x, uint16_t* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  to_f16_scalar(x + i, out + i, n - i);
+}
+}  // namespace
+
+void install_ops_avx2(KernelTable& t) {
+  t.quantize_q8 = quantize_row_q8_avx2;
+  t.silu_mul = silu_mul_avx2;
+  t.to_f16 = to_f16_avx2;
+}
 #else
-void quantize_row_q8_avx2(const float* x, BlockQ8* out, int64_t n) { quantize_row_q8_scalar(x, out, n); }
+void install_ops_avx2(KernelTable&) {}
 #endif
 
 }  // namespace tally

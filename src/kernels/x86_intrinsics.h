@@ -1,9 +1,6 @@
 #pragma once
-// Marks functions compiled for AVX-512 (F, BW, VL) with AVX2, FMA and F16C.
-// They are only called after simd_at_least(SimdLevel::Avx512Vnni) confirmed
-// the CPU has them, so no -march flag is needed.
-//
-// Include this before anything else that includes <immintrin.h>: g++ 12
+// <immintrin.h> for the SIMD translation units. Include this before anything
+// else that includes <immintrin.h>: g++ 12
 // reports the deliberately undefined source operand inside its own AVX-512
 // intrinsics (_mm512_undefined_ps) as uninitialized (GCC bug 105593), and the
 // warning follows the header's first inclusion.
@@ -14,13 +11,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop
-#endif
-#endif
-
-#include "kernels/simd_avx2.h"
-
-#if TALLY_HAVE_X86
-#define TALLY_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
 #else
-#define TALLY_AVX512
+#include <immintrin.h>
 #endif
+#endif
+

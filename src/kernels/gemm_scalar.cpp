@@ -1,12 +1,15 @@
-#include "kernels/vec_dot.h"
-
+// The scalar matrix products of the weight formats that have no split
+// layout (split_layout.h): one dot product per (row, token), dequantizing
+// block by block (weights are never expanded). The 32-value formats keep
+// integer block sums; the others dequantize a block to float and multiply by
+// d * q of the activations. These are the only products of these formats
+// until a level adds its own (kernel_table.h).
 #include <algorithm>
 #include <cstring>
 
-#include "core/error.h"
 #include "core/half.h"
-#include "kernels/cpu_features.h"
 #include "kernels/dequantize.h"
+#include "kernels/kernel_table.h"
 
 namespace tally {
 namespace {
@@ -52,27 +55,7 @@ float dot_dequantized_t(const uint8_t* w, const BlockQ8* x, int64_t n) {
   return dot_dequantized(T, w, x, n);
 }
 
-}  // namespace
-
-float vec_dot_q4_0_q8_scalar(const uint8_t* w, const BlockQ8* x, int64_t n) {
-  return dot_blocks32<18, false>(w, x, n, [](const uint8_t* blk, int8_t* q) {
-    for (int j = 0; j < 16; ++j) {
-      q[j] = static_cast<int8_t>((blk[2 + j] & 15) - 8);
-      q[j + 16] = static_cast<int8_t>((blk[2 + j] >> 4) - 8);
-    }
-  });
-}
-
-float vec_dot_q4_1_q8_scalar(const uint8_t* w, const BlockQ8* x, int64_t n) {
-  return dot_blocks32<20, true>(w, x, n, [](const uint8_t* blk, int8_t* q) {
-    for (int j = 0; j < 16; ++j) {
-      q[j] = static_cast<int8_t>(blk[4 + j] & 15);
-      q[j + 16] = static_cast<int8_t>(blk[4 + j] >> 4);
-    }
-  });
-}
-
-float vec_dot_q5_0_q8_scalar(const uint8_t* w, const BlockQ8* x, int64_t n) {
+float dot_q5_0(const uint8_t* w, const BlockQ8* x, int64_t n) {
   return dot_blocks32<22, false>(w, x, n, [](const uint8_t* blk, int8_t* q) {
     uint32_t qh;
     std::memcpy(&qh, blk + 2, 4);
@@ -83,7 +66,7 @@ float vec_dot_q5_0_q8_scalar(const uint8_t* w, const BlockQ8* x, int64_t n) {
   });
 }
 
-float vec_dot_q5_1_q8_scalar(const uint8_t* w, const BlockQ8* x, int64_t n) {
+float dot_q5_1(const uint8_t* w, const BlockQ8* x, int64_t n) {
   return dot_blocks32<24, true>(w, x, n, [](const uint8_t* blk, int8_t* q) {
     uint32_t qh;
     std::memcpy(&qh, blk + 4, 4);
@@ -94,38 +77,25 @@ float vec_dot_q5_1_q8_scalar(const uint8_t* w, const BlockQ8* x, int64_t n) {
   });
 }
 
-float vec_dot_q8_0_q8_scalar(const uint8_t* w, const BlockQ8* x, int64_t n) {
-  return dot_blocks32<34, false>(w, x, n, [](const uint8_t* blk, int8_t* q) { std::memcpy(q, blk + 2, 32); });
+// Rows [r0, r1) of w times the tokens of x, one dot per (row, token).
+template <float (*kDot)(const uint8_t*, const BlockQ8*, int64_t)>
+void gemm_rows(const WeightMatrix& w, const ActivationPack& x, float* y, int64_t r0, int64_t r1) {
+  const int64_t xb = w.cols / 32;
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t t = 0; t < x.n; ++t) y[t * w.rows + r] = kDot(w.row(r), x.blocks + t * xb, w.cols);
 }
 
-VecDotFn vec_dot_fn_scalar(DType type) {
-  switch (type) {
-    case DType::Q4_0: return vec_dot_q4_0_q8_scalar;
-    case DType::Q4_1: return vec_dot_q4_1_q8_scalar;
-    case DType::Q5_0: return vec_dot_q5_0_q8_scalar;
-    case DType::Q5_1: return vec_dot_q5_1_q8_scalar;
-    case DType::Q8_0: return vec_dot_q8_0_q8_scalar;
-    case DType::F32: return dot_dequantized_t<DType::F32>;
-    case DType::F16: return dot_dequantized_t<DType::F16>;
-    case DType::BF16: return dot_dequantized_t<DType::BF16>;
-    case DType::Q4_K: return dot_dequantized_t<DType::Q4_K>;
-    case DType::Q5_K: return dot_dequantized_t<DType::Q5_K>;
-    case DType::Q6_K: return dot_dequantized_t<DType::Q6_K>;
-    default:
-      fail("no matrix kernel for tensor type {} (id {})", dtype_name(type), static_cast<uint32_t>(type));
-  }
-}
+}  // namespace
 
-VecDotFn vec_dot_fn(DType type) {
-  if (simd_at_least(SimdLevel::Avx2)) {
-    switch (type) {
-      case DType::Q4_0: return vec_dot_q4_0_q8_avx2;
-      case DType::Q4_1: return vec_dot_q4_1_q8_avx2;
-      case DType::Q8_0: return vec_dot_q8_0_q8_avx2;
-      default: break;
-    }
-  }
-  return vec_dot_fn_scalar(type);
+void install_row_dot_scalar(KernelTable& t) {
+  t.set_gemm(DType::Q5_0, gemm_rows<dot_q5_0>);
+  t.set_gemm(DType::Q5_1, gemm_rows<dot_q5_1>);
+  t.set_gemm(DType::F32, gemm_rows<dot_dequantized_t<DType::F32>>);
+  t.set_gemm(DType::F16, gemm_rows<dot_dequantized_t<DType::F16>>);
+  t.set_gemm(DType::BF16, gemm_rows<dot_dequantized_t<DType::BF16>>);
+  t.set_gemm(DType::Q4_K, gemm_rows<dot_dequantized_t<DType::Q4_K>>);
+  t.set_gemm(DType::Q5_K, gemm_rows<dot_dequantized_t<DType::Q5_K>>);
+  t.set_gemm(DType::Q6_K, gemm_rows<dot_dequantized_t<DType::Q6_K>>);
 }
 
 }  // namespace tally

@@ -1,0 +1,72 @@
+#pragma once
+// The scalar reference of the three primitives of one attention chunk
+// (attention_chunk.h says what each computes). Included by the scalar
+// translation unit and, as the fallback for shapes the SIMD kernels do not
+// take, by the SIMD ones; internal linkage keeps the copies apart.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/half.h"
+#include "kernels/attention_runs.h"
+#include "kernels/kv_layer_view.h"
+
+namespace tally {
+namespace {
+
+// The primitives of one chunk, per instruction set:
+//   dots_block:   scores[h * stride + j] = (q_h . k_j) * scale for m keys `step` bytes apart;
+//                 a key's score never depends on m or on the key's place among them.
+//   exp_sum:      x[j] = exp(x[j] - max), returns the sum, writes the max.
+//   weighted_sum: out_h = sum over positions p in [b, e) of w[h * stride + p - b] * v_p.
+struct ScalarOps {
+  static void dots_block(const float* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t,
+                         float scale, float* scores, int64_t stride) {
+    for (int64_t j = 0; j < m; ++j)
+      for (int64_t h = 0; h < n_q; ++h) scores[h * stride + j] = dot(q + h * n, k + j * step, n, t) * scale;
+  }
+  static float exp_sum(float* x, int64_t n, float* max_out) {
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < n; ++i) mx = std::fmax(mx, x[i]);
+    *max_out = mx;
+    if (!std::isfinite(mx)) {  // every score -inf (or a NaN): the chunk weighs nothing
+      for (int64_t i = 0; i < n; ++i) x[i] = 0;
+      return 0;
+    }
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += (x[i] = std::exp(x[i] - mx));
+    return static_cast<float>(sum);
+  }
+  static void weighted_sum(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
+                           int64_t b, int64_t e) {
+    const int64_t hd = kv.head_dim;
+    std::memset(out, 0, static_cast<size_t>(n_q * hd) * sizeof(float));
+    for (KvRuns r(kv, kv.v_layer, g, b, e); r.next();)
+      for (int64_t j = 0; j < r.count; ++j)
+        for (int64_t h = 0; h < n_q; ++h)
+          axpy(out + h * hd, w[h * stride + r.pos - b + j], r.ptr + j * r.step, hd, kv.type);
+  }
+  static float dot(const float* q, const uint8_t* k, int64_t n, DType t) {
+    float s = 0;
+    if (t == DType::F32) {
+      const float* kf = reinterpret_cast<const float*>(k);
+      for (int64_t i = 0; i < n; ++i) s += q[i] * kf[i];
+    } else {
+      const uint16_t* kh = reinterpret_cast<const uint16_t*>(k);
+      for (int64_t i = 0; i < n; ++i) s += q[i] * f16_to_f32(kh[i]);
+    }
+    return s;
+  }
+  static void axpy(float* out, float w, const uint8_t* v, int64_t n, DType t) {
+    if (t == DType::F32) {
+      const float* vf = reinterpret_cast<const float*>(v);
+      for (int64_t i = 0; i < n; ++i) out[i] += w * vf[i];
+    } else {
+      const uint16_t* vh = reinterpret_cast<const uint16_t*>(v);
+      for (int64_t i = 0; i < n; ++i) out[i] += w * f16_to_f32(vh[i]);
+    }
+  }
+};
+
+}  // namespace
+}  // namespace tally

@@ -1,0 +1,57 @@
+#include "runtime/conversation.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "tokenizer/stream_decoder.h"
+
+namespace tally {
+
+Conversation::Conversation(Session& session, const Tokenizer& tok, const ChatTemplate& tmpl, std::string system)
+    : session_(session), tok_(tok), tmpl_(tmpl) {
+  if (!system.empty()) messages_.push_back({"system", std::move(system)});
+  first_turn_ = messages_.size();
+}
+
+std::vector<int32_t> Conversation::render_ids() const {
+  return tok_.encode(tmpl_.render(messages_, true), /*add_special=*/true, /*parse_special=*/true);
+}
+
+TurnResult Conversation::say(const std::string& user, const GenerateOptions& o,
+                             const std::function<void(const std::string&)>& on_text) {
+  const int64_t n_ctx = session_.n_ctx();
+  const int64_t room = std::clamp<int64_t>(o.max_tokens, 1, std::max<int64_t>(1, n_ctx / 2));
+  TurnResult r;
+  const std::vector<ChatMessage> before = messages_;
+  messages_.push_back({"user", user});
+  std::vector<int32_t> ids = render_ids();
+  // Oldest user/assistant pairs go first; the new message always stays.
+  while (static_cast<int64_t>(ids.size()) + room > n_ctx && messages_.size() >= first_turn_ + 3) {
+    messages_.erase(messages_.begin() + static_cast<std::ptrdiff_t>(first_turn_),
+                    messages_.begin() + static_cast<std::ptrdiff_t>(first_turn_ + 2));
+    ++r.dropped_turns;
+    ids = render_ids();
+  }
+  if (static_cast<int64_t>(ids.size()) >= n_ctx) {
+    const size_t n = ids.size();
+    messages_ = before;
+    fail("this message needs {} tokens with the chat template, and the context holds {} (raise -c or send less)", n,
+         n_ctx);
+  }
+  r.reused = session_.reuse_prefix(ids);
+  r.prefilled = static_cast<int64_t>(ids.size()) - r.reused;
+  StreamDecoder stream(tok_);
+  r.generation = generate(session_, std::span<const int32_t>(ids).subspan(static_cast<size_t>(r.reused)), o,
+                          [&](int32_t id) {
+                            const std::string piece = stream.push(id);
+                            r.reply += piece;
+                            if (on_text && !piece.empty()) on_text(piece);
+                          });
+  const std::string rest = stream.flush();
+  r.reply += rest;
+  if (on_text && !rest.empty()) on_text(rest);
+  messages_.push_back({"assistant", r.reply});
+  return r;
+}
+
+}  // namespace tally

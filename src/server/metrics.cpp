@@ -1,0 +1,91 @@
+#include "server/metrics.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace tally::server {
+
+Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double v) {
+  const size_t i = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin());
+  ++counts_[i];
+  sum_ += v;
+  ++count_;
+}
+
+std::string Histogram::text(const std::string& name) const {
+  std::string out;
+  uint64_t cum = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cum += counts_[i];
+    out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, bounds_[i], cum);
+  }
+  out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, count_, name, sum_, name, count_);
+  return out;
+}
+
+Metrics::Metrics()
+    : ttft_({0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}),
+      itl_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}) {}
+
+void Metrics::request(const std::string& endpoint, int status) {
+  std::lock_guard<std::mutex> lock(m_);
+  ++requests_[{endpoint, status}];
+}
+
+void Metrics::tokens(int64_t prompt, int64_t completion) {
+  std::lock_guard<std::mutex> lock(m_);
+  prompt_tokens_ += static_cast<uint64_t>(prompt);
+  completion_tokens_ += static_cast<uint64_t>(completion);
+}
+
+void Metrics::ttft(double seconds) {
+  std::lock_guard<std::mutex> lock(m_);
+  ttft_.observe(seconds);
+}
+
+void Metrics::inter_token(double seconds) {
+  std::lock_guard<std::mutex> lock(m_);
+  itl_.observe(seconds);
+}
+
+std::string Metrics::text(const EngineGauges& g) const {
+  std::lock_guard<std::mutex> lock(m_);
+  std::string out;
+  out += "# HELP tally_requests_total HTTP requests answered, by endpoint and status.\n# TYPE tally_requests_total counter\n";
+  for (const auto& [key, n] : requests_)
+    out += fmt::format("tally_requests_total{{endpoint=\"{}\",status=\"{}\"}} {}\n", key.first, key.second, n);
+  out += fmt::format(
+      "# HELP tally_prompt_tokens_total Prompt tokens of finished generations.\n# TYPE tally_prompt_tokens_total counter\n"
+      "tally_prompt_tokens_total {}\n"
+      "# HELP tally_completion_tokens_total Generated tokens.\n# TYPE tally_completion_tokens_total counter\n"
+      "tally_completion_tokens_total {}\n",
+      prompt_tokens_, completion_tokens_);
+  auto gauge = [&](const char* name, const char* help, int64_t v) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n{} {}\n", name, help, name, name, v);
+  };
+  auto counter = [&](const char* name, const char* help, uint64_t v) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} counter\n{} {}\n", name, help, name, name, v);
+  };
+  gauge("tally_queue_depth", "Requests waiting for admission.", g.queue_depth);
+  gauge("tally_running_requests", "Requests being generated.", g.running_requests);
+  gauge("tally_running_sequences", "Sequences in the KV pool.", g.running_sequences);
+  gauge("tally_kv_blocks_free", "KV blocks holding nothing.", g.blocks_free);
+  gauge("tally_kv_blocks_used", "KV blocks held by a sequence.", g.blocks_used);
+  gauge("tally_kv_blocks_cached", "KV blocks held by none, kept for the prefix cache.", g.blocks_cached);
+  counter("tally_prefix_cache_lookups_total", "Prefix-cache lookups.", g.prefix_lookups);
+  counter("tally_prefix_cache_hit_tokens_total", "Prompt tokens taken from the prefix cache.", g.prefix_hit_tokens);
+  counter("tally_kv_evictions_total", "Cached KV blocks evicted for new content.", g.evictions);
+  counter("tally_preemptions_total", "Sequences preempted for lack of KV blocks.", g.preemptions);
+  out += "# HELP tally_time_to_first_token_seconds From a request's arrival to its first token.\n"
+         "# TYPE tally_time_to_first_token_seconds histogram\n";
+  out += ttft_.text("tally_time_to_first_token_seconds");
+  out += "# HELP tally_inter_token_latency_seconds Between two tokens of one choice.\n"
+         "# TYPE tally_inter_token_latency_seconds histogram\n";
+  out += itl_.text("tally_inter_token_latency_seconds");
+  return out;
+}
+
+}  // namespace tally::server

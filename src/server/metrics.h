@@ -1,0 +1,50 @@
+#pragma once
+// The server's counters and histograms, written in Prometheus' text format
+// (GET /metrics). Thread-safe: HTTP threads and the engine thread record.
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace tally::server {
+
+// A cumulative histogram with fixed upper bounds (seconds).
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds);
+  void observe(double v);
+  // The Prometheus lines of metric `name`: _bucket{le=...}, _sum, _count.
+  std::string text(const std::string& name) const;
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;  // per bound, then +Inf
+  double sum_ = 0;
+  uint64_t count_ = 0;
+};
+
+// What the scheduler reports about its state at one moment.
+struct EngineGauges {
+  int64_t queue_depth = 0, running_requests = 0, running_sequences = 0;
+  int64_t blocks_free = 0, blocks_used = 0, blocks_cached = 0;
+  uint64_t prefix_hit_tokens = 0, prefix_lookups = 0, evictions = 0, preemptions = 0;
+};
+
+class Metrics {
+ public:
+  Metrics();
+  void request(const std::string& endpoint, int status);
+  void tokens(int64_t prompt, int64_t completion);
+  void ttft(double seconds);
+  void inter_token(double seconds);
+  std::string text(const EngineGauges& g) const;
+
+ private:
+  mutable std::mutex m_;
+  std::map<std::pair<std::string, int>, uint64_t> requests_;
+  uint64_t prompt_tokens_ = 0, completion_tokens_ = 0;
+  Histogram ttft_, itl_;
+};
+
+}  // namespace tally::server

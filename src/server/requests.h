@@ -1,0 +1,48 @@
+#pragma once
+// The OpenAI request bodies the server takes, parsed and checked: every
+// field with a wrong type or an out-of-range value is refused with a 400
+// naming it (ApiError), before anything is queued. Untrusted input: JSON is
+// parsed with a nesting limit, and error messages quote a value's type,
+// never the value.
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sampler/sampler.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tally::server {
+
+struct GenerationRequest {
+  bool chat = true;
+  std::string model;
+  std::vector<int32_t> prompt;
+  int n = 1;
+  int64_t max_tokens = -1;  // -1: until the context (within the server's cap)
+  SamplerParams sampling;
+  bool seeded = false;       // a seed was given: results are reproducible
+  std::vector<std::string> stop;
+  bool logprobs = false;
+  int top_logprobs = 0;
+  bool stream = false;
+  bool include_usage = false;
+};
+
+// The body as JSON: a 400 for malformed JSON, a nesting deeper than 64, or a
+// body that is not an object.
+nlohmann::json parse_body(std::string_view body);
+
+// POST /v1/chat/completions: messages rendered with the model's chat template.
+GenerationRequest parse_chat_request(const nlohmann::json& body, const Tokenizer& tok, const ChatTemplate& tmpl);
+// POST /v1/completions: prompt as a string or a list of token ids.
+GenerationRequest parse_completion_request(const nlohmann::json& body, const Tokenizer& tok);
+// POST /v1/embeddings: input as a string or a list of strings, each tokenized.
+std::vector<std::vector<int32_t>> parse_embedding_inputs(const nlohmann::json& body, const Tokenizer& tok);
+
+// "a string", "an array", ... for error messages.
+std::string json_type(const nlohmann::json& v);
+
+}  // namespace tally::server

@@ -1,0 +1,294 @@
+#include "server/scheduler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "core/error.h"
+#include "runtime/beam_search.h"
+#include "sampler/sampler.h"
+#include "server/api_error.h"
+#include "tokenizer/stream_decoder.h"
+
+namespace tally::server {
+
+// One choice of a running request: its sequence, sampler and text state.
+struct Scheduler::Choice {
+  Engine::Id id;
+  Sampler sampler;
+  StreamDecoder decoder;
+  std::string held;  // decoded text not yet sent: it may be the start of a stop string
+  int64_t generated = 0;
+  bool done = false;
+  Job::Clock::time_point last_token{};
+  Choice(Engine::Id i, const SamplerParams& p, const Tokenizer& tok) : id(i), sampler(p), decoder(tok) {}
+};
+
+struct Scheduler::Running {
+  std::shared_ptr<Job> job;
+  std::vector<Choice> choices;  // choices[0] holds the prompt; the others are forked once it is evaluated
+  bool forked = false;
+  int64_t max_tokens = 0;
+  uint64_t seed = 0;
+};
+
+Scheduler::Scheduler(const Model& model, const Tokenizer& tok, const EngineOptions& eo, const SchedulerLimits& limits,
+                     Metrics& metrics)
+    : model_(model),
+      tok_(tok),
+      limits_(limits),
+      metrics_(metrics),
+      engine_(model, eo),
+      n_ctx_(std::min(engine_.n_ctx(), model.config().n_ctx_train)) {
+  if (limits.max_queue < 0) fail("--queue must be >= 0, got {}", limits.max_queue);
+  if (limits.max_sequences < 1) fail("--parallel must be at least 1, got {}", limits.max_sequences);
+  if (limits.max_tokens < 1) fail("--max-tokens must be at least 1, got {}", limits.max_tokens);
+  publish();
+  thread_ = std::thread([this] { loop(); });
+}
+
+Scheduler::~Scheduler() {
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::shared_ptr<Job> Scheduler::submit(GenerationRequest r) {
+  const int64_t n = static_cast<int64_t>(r.prompt.size());
+  const char* param = r.chat ? "messages" : "prompt";
+  if (n + 1 > n_ctx_)
+    throw ApiError(400, "invalid_request_error",
+                   fmt::format("the prompt has {} tokens and the context holds {}: {} would leave no room for a reply", n,
+                               n_ctx_, n),
+                   param, "context_length_exceeded");
+  if (r.n > limits_.max_sequences)
+    bad_request("n", "'n' is {}, more than the {} sequences this server runs at once (--parallel)", r.n,
+                limits_.max_sequences);
+  std::shared_ptr<Job> job;
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    if (draining_) {
+      ApiError e(503, "server_error", "the server is shutting down");
+      e.retry_after = 5;
+      throw e;
+    }
+    if (static_cast<int64_t>(queue_.size()) >= limits_.max_queue) {
+      ApiError e(429, "rate_limit_error",
+                 fmt::format("{} requests are already waiting; try again shortly", queue_.size()), "", "queue_full");
+      e.retry_after = 1;
+      throw e;
+    }
+    job = std::make_shared<Job>(fmt::format("{:x}{:06x}", static_cast<uint64_t>(std::time(nullptr)), next_id_++),
+                                std::move(r));
+    queue_.push_back(job);
+    gauges_.queue_depth = static_cast<int64_t>(queue_.size());
+  }
+  cv_.notify_all();
+  return job;
+}
+
+void Scheduler::begin_drain() {
+  std::lock_guard<std::mutex> lock(m_);
+  draining_ = true;
+}
+
+bool Scheduler::wait_idle(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(m_);
+  return cv_.wait_for(lock, timeout, [&] { return queue_.empty() && gauges_.running_requests == 0; });
+}
+
+EngineGauges Scheduler::gauges() const {
+  std::lock_guard<std::mutex> lock(m_);
+  return gauges_;
+}
+
+void Scheduler::publish() {
+  const KvCacheStats s = engine_.cache_stats();
+  std::lock_guard<std::mutex> lock(m_);
+  gauges_.queue_depth = static_cast<int64_t>(queue_.size());
+  gauges_.running_requests = static_cast<int64_t>(running_.size());
+  gauges_.running_sequences = running_sequences_;
+  gauges_.blocks_free = s.blocks_free;
+  gauges_.blocks_used = s.blocks_used;
+  gauges_.blocks_cached = s.blocks_cached;
+  gauges_.prefix_hit_tokens = s.hit_tokens;
+  gauges_.prefix_lookups = s.lookups;
+  gauges_.evictions = s.evictions;
+  gauges_.preemptions = engine_.counters().preemptions;
+}
+
+bool Scheduler::try_admit(const std::shared_ptr<Job>& job) {
+  const GenerationRequest& req = job->request();
+  if (running_sequences_ + req.n > limits_.max_sequences) return false;
+  const int64_t n = static_cast<int64_t>(req.prompt.size());
+  const int64_t cap = std::min(limits_.max_tokens, n_ctx_ - n);
+  const int64_t max_tokens = req.max_tokens < 0 ? cap : std::min(req.max_tokens, cap);
+  const Engine::Admission a = engine_.admit(req.prompt, std::min(n_ctx_, n + max_tokens));
+  if (!a.id) return false;  // the pool cannot hold the prompt now: it waits at the head of the queue
+  job->set_cached_tokens(a.cached_tokens);
+  auto r = std::make_unique<Running>();
+  r->job = job;
+  r->max_tokens = max_tokens;
+  r->seed = req.seeded ? req.sampling.seed : std::random_device{}() * 0x9e3779b97f4a7c15ull;
+  SamplerParams p = req.sampling;
+  p.seed = r->seed;
+  r->choices.emplace_back(*a.id, p, tok_);
+  running_sequences_ += req.n;
+  running_.push_back(std::move(r));
+  return true;
+}
+
+void Scheduler::finish_choice(Running& r, Choice& c, const std::string& reason) {
+  // What was held back as a possible stop string's start is text after all.
+  Event tail;
+  tail.choice = static_cast<int>(&c - r.choices.data());
+  tail.text = c.held + c.decoder.flush();
+  c.held.clear();
+  if (!tail.text.empty()) {
+    tail.kind = Event::Kind::Token;  // text only: no token, no logprob
+    r.job->push(tail);
+  }
+  Event end;
+  end.kind = Event::Kind::End;
+  end.choice = tail.choice;
+  end.finish_reason = reason;
+  r.job->push(end);
+  engine_.release(c.id);
+  c.done = true;
+  --running_sequences_;
+}
+
+void Scheduler::advance(Running& r) {
+  const GenerationRequest& req = r.job->request();
+  if (!r.forked) {
+    if (!engine_.ready(r.choices[0].id)) return;
+    for (int i = 1; i < req.n; ++i) {
+      SamplerParams p = req.sampling;
+      p.seed = r.seed + static_cast<uint64_t>(i);
+      r.choices.emplace_back(engine_.fork(r.choices[0].id), p, tok_);
+    }
+    r.forked = true;
+  }
+  std::vector<double> lp;
+  for (Choice& c : r.choices) {
+    if (c.done || !engine_.ready(c.id)) continue;
+    const auto logits = engine_.logits(c.id);
+    const int32_t token = c.sampler.sample(logits, engine_.tokens(c.id), static_cast<size_t>(c.generated));
+    const int idx = static_cast<int>(&c - r.choices.data());
+    if (tok_.is_end_of_generation(token)) {
+      finish_choice(r, c, "stop");
+      continue;
+    }
+    Event e;
+    e.choice = idx;
+    e.token = token;
+    if (req.logprobs) {
+      log_softmax(logits, lp);
+      e.logprob = lp[static_cast<size_t>(token)];
+      std::vector<int32_t> order(lp.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+      const size_t k = std::min<size_t>(static_cast<size_t>(req.top_logprobs), order.size());
+      std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
+                        [&](int32_t a, int32_t b) { return lp[a] > lp[b]; });
+      for (size_t i = 0; i < k; ++i) e.top.emplace_back(order[i], lp[order[i]]);
+    }
+    // Text: hold back what could be the start of a stop string; end the choice at one.
+    c.held += c.decoder.push(token);
+    size_t cut = std::string::npos;
+    for (const std::string& s : req.stop) cut = std::min(cut, c.held.find(s));
+    const auto now = Job::Clock::now();
+    if (c.generated > 0) metrics_.inter_token(std::chrono::duration<double>(now - c.last_token).count());
+    c.last_token = now;
+    ++c.generated;
+    if (cut != std::string::npos) {
+      e.text = c.held.substr(0, cut);
+      r.job->push(e);
+      c.held.clear();
+      c.decoder.flush();
+      finish_choice(r, c, "stop");
+      continue;
+    }
+    size_t keep = 0;
+    for (const std::string& s : req.stop)
+      for (size_t k = std::min(s.size() - 1, c.held.size()); k > keep; --k)
+        if (c.held.compare(c.held.size() - k, k, s, 0, k) == 0) {
+          keep = k;
+          break;
+        }
+    e.text = c.held.substr(0, c.held.size() - keep);
+    c.held.erase(0, c.held.size() - keep);
+    r.job->push(e);
+    if (c.generated >= r.max_tokens || engine_.room(c.id) == 0) {
+      finish_choice(r, c, "length");
+      continue;
+    }
+    engine_.push(c.id, token);
+  }
+}
+
+void Scheduler::loop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(m_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !running_.empty(); });
+      if (stop_) break;
+    }
+    // Admissions, in order: the head of the queue waits until it fits.
+    for (;;) {
+      std::shared_ptr<Job> job;
+      {
+        std::lock_guard<std::mutex> lock(m_);
+        if (queue_.empty()) break;
+        job = queue_.front();
+      }
+      if (!job->cancelled() && !try_admit(job)) break;
+      std::lock_guard<std::mutex> lock(m_);
+      queue_.pop_front();
+      if (job->cancelled())  // gone before it started: answer nothing more, count nothing
+        for (int i = 0; i < job->request().n; ++i) job->push(Event{Event::Kind::End, i, "", -1, 0, {}, "cancelled"});
+    }
+    // Cancelled requests leave at once, their blocks with them.
+    for (auto& r : running_)
+      if (r->job->cancelled())
+        for (Choice& c : r->choices)
+          if (!c.done) finish_choice(*r, c, "cancelled");
+    if (!running_.empty()) {
+      engine_.step();
+      for (auto& r : running_) {
+        advance(*r);
+        for (Choice& c : r->choices)
+          if (!c.done && engine_.stopped(c.id)) finish_choice(*r, c, "length");
+      }
+    }
+    // Finished requests leave the running set.
+    for (auto it = running_.begin(); it != running_.end();) {
+      const auto& r = **it;
+      const bool all_done = r.forked && std::all_of(r.choices.begin(), r.choices.end(), [](const Choice& c) { return c.done; });
+      const bool cancelled_early = !r.forked && r.choices[0].done;
+      if (all_done || cancelled_early) {
+        if (cancelled_early)  // cancelled before the prompt was evaluated: the forks never existed
+          for (int i = 1; i < r.job->request().n; ++i)
+            r.job->push(Event{Event::Kind::End, i, "", -1, 0, {}, "cancelled"});
+        if (r.job->ttft_ms() >= 0) metrics_.ttft(r.job->ttft_ms() / 1000.0);
+        metrics_.tokens(r.job->prompt_tokens(), r.job->completion_tokens());
+        it = running_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    publish();
+    cv_.notify_all();
+  }
+  // Shutting down: every job still here ends now.
+  for (auto& r : running_)
+    for (Choice& c : r->choices)
+      if (!c.done) finish_choice(*r, c, "cancelled");
+}
+
+}  // namespace tally::server

@@ -1,0 +1,83 @@
+#pragma once
+// Continuous batching: one engine thread owns the Engine (model, KV pool,
+// forward pass) and steps it for every request at once. Requests join at
+// the next step and leave when done; prefill is chunked under the step's
+// token budget, so a long prompt never freezes the others' streams; n > 1
+// forks the prompt's sequence; the prefix cache is shared by all requests.
+//
+// HTTP threads submit() jobs and read their events (job.h); only the engine
+// thread touches the engine. Admission: a request waits in a FIFO queue
+// (at most max_queue; beyond, submit refuses with 429) until the pool can
+// hold its prompt and its n sequences fit the running limit. Cancelling a
+// job (a client gone) frees its blocks at the next loop turn.
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/engine.h"
+#include "server/job.h"
+#include "server/metrics.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tally::server {
+
+struct SchedulerLimits {
+  int64_t max_queue = 64;        // requests waiting for admission
+  int64_t max_sequences = 8;     // sequences running at once (--parallel)
+  int64_t max_tokens = 2048;     // cap on a request's max_tokens
+};
+
+class Scheduler {
+ public:
+  Scheduler(const Model& model, const Tokenizer& tok, const EngineOptions& eo, const SchedulerLimits& limits,
+            Metrics& metrics);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues a request. ApiError 400 when it can never fit the context, 429
+  // (Retry-After) when the queue is full, 503 while draining.
+  std::shared_ptr<Job> submit(GenerationRequest r);
+  // Stops admitting (new submits get 503); running and queued jobs go on.
+  void begin_drain();
+  // Waits until nothing is queued or running, at most `timeout`; true if idle.
+  bool wait_idle(std::chrono::milliseconds timeout);
+
+  EngineGauges gauges() const;
+  // One request's context: the pool's size, at most the model's trained context.
+  int64_t n_ctx() const { return n_ctx_; }
+  int64_t max_tokens() const { return limits_.max_tokens; }
+
+ private:
+  struct Choice;
+  struct Running;
+  void loop();
+  bool try_admit(const std::shared_ptr<Job>& job);
+  void advance(Running& r);  // samples every ready choice of r
+  void finish_choice(Running& r, Choice& c, const std::string& reason);
+  void publish();
+
+  const Model& model_;
+  const Tokenizer& tok_;
+  SchedulerLimits limits_;
+  Metrics& metrics_;
+  Engine engine_;  // engine thread only
+  int64_t n_ctx_;
+  std::vector<std::unique_ptr<Running>> running_;  // engine thread only
+  int64_t running_sequences_ = 0;                  // engine thread only
+
+  mutable std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  bool stop_ = false, draining_ = false;
+  EngineGauges gauges_;
+  uint64_t next_id_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace tally::server
