@@ -85,6 +85,7 @@ expect_error "batch above the limit" "--batch: 1000000 is out of range \\(1 to 8
 expect_error "empty model path" "--model: the path is empty" "$tally" run -m '' -p hi
 expect_error "empty model path (tokenize)" "--model: the path is empty" "$tally" tokenize -m '' hi
 expect_error "empty config path" "--config: the path is empty" "$tally" kv-plan --config ''
+expect_error "serve --parallel times 2048 would overflow" "--parallel: 9000000000000000 is out of range \\(1 to 8192\\)" "$tally" serve --parallel 9000000000000000
 # Output that cannot be written is an error, never lost with exit 0.
 if [ -w /dev/full ]; then
   expect_full "kv-plan to a full device" "$tally" kv-plan --layers 2 --heads 2 --kv-heads 1 --head-dim 8 --json
