@@ -6,14 +6,17 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(cmake g++ make pkg-config python3 python3-pip ca-certificates
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libfmt-dev libcpp-httplib-dev
-  clang libclang-rt-14-dev gnuplot-nox)
+  clang libclang-rt-14-dev gnuplot-nox
+  python3-venv curl nginx chromium chromium-driver)
 
-# python3 and pip may come from elsewhere (pyenv, a venv): then skip Debian's.
-have_pip=0
+# python3, pip and venv may come from elsewhere (pyenv, a venv): then skip Debian's.
+have_pip=0 have_venv=0
 command -v python3 >/dev/null && python3 -m pip --version >/dev/null 2>&1 && have_pip=1
+command -v python3 >/dev/null && python3 -c 'import ensurepip, venv' >/dev/null 2>&1 && have_venv=1
 missing=()
 for p in "${PACKAGES[@]}"; do
   case "$p" in python3|python3-pip) [ "$have_pip" = 1 ] && continue ;; esac
+  case "$p" in python3-venv) [ "$have_venv" = 1 ] && continue ;; esac
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ "${#missing[@]}" -gt 0 ]; then

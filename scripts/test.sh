@@ -2,7 +2,8 @@
 # Builds and runs every test: (1) the unit tests under ASan+UBSan, (2) the four
 # libFuzzer targets for TALLY_FUZZ_SECONDS each (default 30: two minutes in
 # all), (3) the full CTest suite of a warnings-as-errors release build, which
-# needs the default model.
+# needs the default model and, for the server tests, the venv that
+# scripts/setup_test_env.sh makes.
 # Run scripts/setup.sh first (the README's test command does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +22,7 @@ echo "== fuzzing"
 scripts/fuzz.sh "${TALLY_FUZZ_SECONDS:-30}"
 
 echo "== release build, full test suite"
+scripts/setup_test_env.sh
 cmake -S . -B build/ci -DCMAKE_BUILD_TYPE=Release -DTALLY_WERROR=ON >/dev/null
 cmake --build build/ci -j"$jobs"
 ctest --test-dir build/ci --output-on-failure -j"$jobs" --timeout 1200

@@ -270,6 +270,41 @@ void KvCache::truncate(SeqId seq, int64_t n) {
   if (n % bs != 0 && alloc_.keyed(s.blocks.back()) && alloc_.owners(s.blocks.back()) == 1) alloc_.unkey(s.blocks.back());
 }
 
+void KvCache::remove_positions(SeqId seq, int64_t from, int64_t n, const std::function<void(float*)>& fix_key) {
+  Sequence& s = get(seq);
+  if (from < 0 || n < 0 || from + n > s.length)
+    fail("cannot remove positions [{}, {}) of sequence {} of {} positions", from, from + n, seq.slot, s.length);
+  if (n == 0) return;
+  const int64_t bs = block_size();
+  // Every block from `from` on is rewritten: it must be this sequence's alone and unkeyed.
+  int64_t copies = 0;
+  for (size_t i = static_cast<size_t>(from / bs); i < s.blocks.size(); ++i)
+    copies += alloc_.owners(s.blocks[i]) > 1;
+  if (copies > alloc_.available_blocks())
+    fail("KV cache out of blocks: moving positions needs {} copies, {} blocks free", copies, alloc_.available_blocks());
+  for (size_t i = static_cast<size_t>(from / bs); i < s.blocks.size(); ++i) {
+    const int32_t b = s.blocks[i];
+    if (alloc_.owners(b) > 1) {
+      s.blocks[i] = copy_of(b);
+      alloc_.release(b);
+    } else {
+      alloc_.unkey(b);
+    }
+  }
+  const int64_t hd = storage_.shape().n_kv_head * storage_.shape().head_dim;
+  std::vector<float> k(static_cast<size_t>(hd)), v(static_cast<size_t>(hd));
+  for (int64_t p = from + n; p < s.length; ++p)
+    for (int64_t l = 0; l < storage_.shape().n_layer; ++l) {
+      load(l, seq, p, k.data(), v.data());
+      fix_key(k.data());
+      store(l, seq, p - n, k.data(), v.data());
+    }
+  const int64_t len = s.length - n;
+  if (s.keyable) s.tokens.erase(s.tokens.begin() + from, s.tokens.begin() + from + n);
+  if (static_cast<int64_t>(s.keys.size()) > from / bs) s.keys.resize(static_cast<size_t>(from / bs));
+  truncate(seq, len);
+}
+
 void KvCache::store_vec(uint8_t* dst, const float* src) const {
   const int64_t hd = storage_.shape().head_dim;
   if (storage_.type() == DType::F32) {
@@ -315,6 +350,34 @@ void KvCache::load(int64_t layer, SeqId seq, int64_t pos, float* k, float* v) co
       }
     }
   }
+}
+
+template <class Copy>
+void KvCache::each_head(SeqId seq, int64_t pos, const char* what, Copy copy) const {
+  const Sequence& s = get(seq);
+  if (pos < 0 || pos >= s.length) fail("{} at position {} outside [0, {})", what, pos, s.length);
+  const int64_t bs = storage_.block_size();
+  const int64_t block = s.blocks[pos / bs], row = pos % bs;
+  const auto& sh = storage_.shape();
+  const uint64_t vec = static_cast<uint64_t>(sh.head_dim) * storage_.value_bytes();
+  for (int64_t h = 0; h < sh.n_kv_head; ++h) {
+    const uint64_t off = (static_cast<uint64_t>(h) * bs + row) * vec;
+    copy(off, h * vec, vec, block);
+  }
+}
+
+void KvCache::store_raw(int64_t layer, SeqId seq, int64_t pos, const uint8_t* k, const uint8_t* v) {
+  each_head(seq, pos, "store", [&](uint64_t off, uint64_t at, uint64_t n, int64_t block) {
+    std::memcpy(storage_.k_block(layer, block) + off, k + at, n);
+    std::memcpy(storage_.v_block(layer, block) + off, v + at, n);
+  });
+}
+
+void KvCache::load_raw(int64_t layer, SeqId seq, int64_t pos, uint8_t* k, uint8_t* v) const {
+  each_head(seq, pos, "load", [&](uint64_t off, uint64_t at, uint64_t n, int64_t block) {
+    std::memcpy(k + at, storage_.k_block(layer, block) + off, n);
+    std::memcpy(v + at, storage_.v_block(layer, block) + off, n);
+  });
 }
 
 KvLayerView KvCache::view(int64_t layer, SeqId seq) const {

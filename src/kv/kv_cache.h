@@ -23,6 +23,7 @@
 // taken just before (same id, same version), so a hash collision costs a miss,
 // never a wrong cache. One thread owns a KvCache (not thread-safe).
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -107,6 +108,12 @@ class KvCache {
   void end_write(SeqId seq);
   // Drops positions [n, length): later writes start at n (an edit recomputes from there).
   void truncate(SeqId seq, int64_t n);
+  // Drops positions [from, from + n) and moves the later ones n positions
+  // down (a window sliding past the context). Each moved key goes through
+  // fix_key (as f32, n_kv_head * head_dim) before it is stored back: the
+  // caller re-rotates it to its new position. Shared or keyed blocks are
+  // copied or unkeyed first, so no other sequence sees the move.
+  void remove_positions(SeqId seq, int64_t from, int64_t n, const std::function<void(float* k)>& fix_key);
 
   // Stores one position's K and V (n_kv_head * head_dim floats each).
   // PRECONDITION: pos < length(seq) (reserved by begin_write).
@@ -114,6 +121,10 @@ class KvCache {
   KvLayerView view(int64_t layer, SeqId seq) const;
   // Reads one position's K and V back as f32 (n_kv_head * head_dim each).
   void load(int64_t layer, SeqId seq, int64_t pos, float* k, float* v) const;
+  // The same in the cache's own number format, kv heads back to back
+  // (n_kv_head * head_dim values each): what a saved session holds.
+  void store_raw(int64_t layer, SeqId seq, int64_t pos, const uint8_t* k, const uint8_t* v);
+  void load_raw(int64_t layer, SeqId seq, int64_t pos, uint8_t* k, uint8_t* v) const;
 
   KvCacheStats stats() const;
   const KvStorage& storage() const { return storage_; }
@@ -137,6 +148,9 @@ class KvCache {
   std::vector<int32_t> walk_prefix(std::span<const int32_t> tokens, int64_t limit, std::vector<uint64_t>* keys) const;
   void reserve(Sequence& s, SeqId seq, int64_t start, int64_t n);
   void store_vec(uint8_t* dst, const float* src) const;
+  // copy(offset in the layer's block, offset in a position's vector, bytes, block) per kv head of `pos`.
+  template <class Copy>
+  void each_head(SeqId seq, int64_t pos, const char* what, Copy copy) const;
   int32_t copy_of(int32_t block);  // a fresh block holding block's K/V; PRECONDITION: one is available
 
   KvStorage storage_;

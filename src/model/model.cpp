@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/byte_size.h"
 #include "core/error.h"
+#include "io/session_file.h"
 #include "kernels/dequantize.h"
 #include "kernels/matmul.h"
 #include "kernels/split_layout.h"
@@ -79,6 +82,17 @@ void check_block_count(const GgufFile& f, const ModelConfig& c) {
 Model::Model(std::unique_ptr<GgufFile> file) : file_(std::move(file)), cfg_(ModelConfig::from_gguf(*file_)) {
   const auto& c = cfg_;
   check_block_count(*file_, c);
+  {  // before any mapped page is released
+    std::string desc = fmt::format("{} {} {} {} {} {} {} {} {} {} {:a} {:a}\n", c.arch->name, c.n_vocab, c.n_ctx_train,
+                                   c.n_embd, c.n_layer, c.n_head, c.n_kv_head, c.head_dim, c.n_ff, c.rope_dims,
+                                   c.rope_base, c.rms_eps);
+    fingerprint_ = fnv1a64(reinterpret_cast<const uint8_t*>(desc.data()), desc.size());
+    for (const auto& t : file_->tensors()) {
+      desc = fmt::format("{} {} {} {}\n", t.name, static_cast<uint32_t>(t.type), t.shape_string(), t.n_bytes);
+      fingerprint_ = fnv1a64(reinterpret_cast<const uint8_t*>(desc.data()), desc.size(), fingerprint_);
+      fingerprint_ = fnv1a64(t.data, std::min<uint64_t>(t.n_bytes, 64), fingerprint_);
+    }
+  }
   token_embd_ = matrix("token_embd.weight", c.n_vocab, c.n_embd);
   if (file_->find_tensor("output.weight")) {
     output_ = matrix("output.weight", c.n_vocab, c.n_embd);
@@ -104,6 +118,7 @@ Model::Model(std::unique_ptr<GgufFile> file) : file_(std::move(file)), cfg_(Mode
 }
 
 uint64_t Model::weight_bytes() const { return file_->total_tensor_bytes(); }
+
 
 void Model::embed(int32_t token, float* out) const {
   if (token < 0 || token >= cfg_.n_vocab) fail("token id {} is outside the vocabulary [0, {})", token, cfg_.n_vocab);

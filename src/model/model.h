@@ -11,6 +11,7 @@
 
 #include "io/gguf.h"
 #include "kernels/matmul.h"
+#include "kv/kv_shape.h"
 #include "model/model_config.h"
 
 namespace tally {
@@ -37,6 +38,12 @@ class Model {
   const std::vector<float>& output_norm() const { return output_norm_; }
   const LayerWeights& layer(int64_t i) const { return layers_[i]; }
   uint64_t weight_bytes() const;  // bytes of every tensor in the file
+  // What one position of its KV cache holds.
+  KvShape kv_shape() const { return {cfg_.n_layer, cfg_.n_kv_head, cfg_.head_dim}; }
+  // A hash of the architecture, the hyper-parameters, the tensor table (names,
+  // types, shapes, sizes) and the first bytes of every tensor: a saved
+  // session's K/V fits only the model whose fingerprint it carries.
+  uint64_t fingerprint() const { return fingerprint_; }
 
   // Row `token` of the embedding table as f32 (n_embd values).
   void embed(int32_t token, float* out) const;
@@ -52,6 +59,7 @@ class Model {
   std::vector<float> output_norm_;
   std::vector<LayerWeights> layers_;
   std::vector<std::unique_ptr<uint8_t[]>> repacked_;  // storage of split-layout matrices
+  uint64_t fingerprint_ = 0;
 };
 
 }  // namespace tally

@@ -1,8 +1,10 @@
 #include "runtime/conversation.h"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/session_file.h"
 #include "tokenizer/stream_decoder.h"
 
 namespace tally {
@@ -52,6 +54,27 @@ TurnResult Conversation::say(const std::string& user, const GenerateOptions& o,
   if (on_text && !rest.empty()) on_text(rest);
   messages_.push_back({"assistant", r.reply});
   return r;
+}
+
+void Conversation::save(const std::string& path) const {
+  nlohmann::json j = nlohmann::json::array();
+  for (const ChatMessage& m : messages_) j.push_back({{"role", m.role}, {"content", m.content}});
+  session_.save(path, nlohmann::json{{"conversation", j}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+void Conversation::load(const std::string& path) {
+  // Checked before the session is touched: a file without a conversation leaves this one as it was.
+  const SessionData d = read_session_file(path);
+  std::vector<ChatMessage> msgs;
+  try {
+    const auto j = nlohmann::json::parse(d.header.meta);
+    for (const auto& m : j.at("conversation")) msgs.push_back({m.at("role").get<std::string>(), m.at("content").get<std::string>()});
+  } catch (const nlohmann::json::exception&) {
+    fail("{}: the session holds no chat conversation (saved by tally run?)", path);
+  }
+  session_.load(path);
+  messages_ = std::move(msgs);
+  first_turn_ = !messages_.empty() && messages_.front().role == "system" ? 1 : 0;
 }
 
 }  // namespace tally

@@ -40,6 +40,11 @@ class Conversation {
 
   const std::vector<ChatMessage>& messages() const { return messages_; }
 
+  // Saves the session with the messages (as JSON meta) to `path`; load()
+  // restores both, so the next turn prefills only itself.
+  void save(const std::string& path) const;
+  void load(const std::string& path);
+
  private:
   std::vector<int32_t> render_ids() const;
 

@@ -20,17 +20,12 @@ KvCacheOptions cache_options(const Model& m, const EngineOptions& o) {
   return k;
 }
 
-KvShape kv_shape(const Model& m) {
-  const auto& c = m.config();
-  return {c.n_layer, c.n_kv_head, c.head_dim};
-}
-
 }  // namespace
 
 Engine::Engine(const Model& model, const EngineOptions& o)
     : model_(model),
       pool_(std::make_unique<ThreadPool>(o.n_threads > 0 ? o.n_threads : ThreadPool::default_threads())),
-      cache_(kv_shape(model), cache_options(model, o)),
+      cache_(model.kv_shape(), cache_options(model, o)),
       forward_(model, *pool_, std::max<int64_t>(1, o.step_tokens), cache_.n_ctx(),
                std::clamp<int64_t>(o.max_sequences, 1, std::max<int64_t>(1, o.step_tokens))),
       step_tokens_(o.step_tokens),
@@ -114,25 +109,17 @@ Engine::Admission Engine::admit(std::span<const int32_t> prompt, int64_t max_len
   return a;
 }
 
-Engine::Id Engine::fork(Id src) {
-  if (!ready(src)) fail("sequence {} has tokens still to evaluate; fork it once it is ready", src.slot);
-  const KvCache::SeqId kv = cache_.fork(*get(src).kv);
-  const Id id = new_slot();
-  Seq& s = seqs_[id.slot];
-  const Seq& from = get(src);
-  s.kv = kv;
-  s.tokens = from.tokens;
-  s.evaluated = from.evaluated;
-  s.max_len = from.max_len;
-  s.cached = from.cached;
-  s.logits = from.logits;
-  return id;
+Engine::Id Engine::fork(Id src) { return adopt(src, cache_.fork(*ready_seq(src).kv)); }
+
+Engine::Id Engine::fork_copy(Id src) { return adopt(src, cache_.fork_copy(*ready_seq(src).kv)); }
+
+const Engine::Seq& Engine::ready_seq(Id id) const {
+  if (!ready(id)) fail("sequence {} has tokens still to evaluate; fork it once it is ready", id.slot);
+  return get(id);
 }
 
-Engine::Id Engine::fork_copy(Id src) {
-  if (!ready(src)) fail("sequence {} has tokens still to evaluate; fork it once it is ready", src.slot);
-  const KvCache::SeqId kv = cache_.fork_copy(*get(src).kv);
-  const Id id = new_slot();
+Engine::Id Engine::adopt(Id src, KvCache::SeqId kv) {
+  const Id id = new_slot();  // may move seqs_: src is read after it
   Seq& s = seqs_[id.slot];
   const Seq& from = get(src);
   s.kv = kv;

@@ -116,6 +116,8 @@ class Engine {
   Seq& get(Id id);
   const Seq& get(Id id) const;
   Id new_slot();
+  const Seq& ready_seq(Id id) const;       // get(id), refusing a sequence with tokens still to evaluate
+  Id adopt(Id src, KvCache::SeqId kv);     // a new sequence holding kv, with src's tokens and logits
   int64_t committed_blocks() const;  // what pending and preempted tokens will take
   bool resume(Seq& s);  // a preempted sequence back into the cache from its prefix
   void preempt(Seq& s);

@@ -15,7 +15,8 @@
 namespace tally {
 
 struct GenerateOptions {
-  int64_t max_tokens = 128;
+  int64_t max_tokens = 128;  // -1: no limit (with a sliding window: forever, until a stop token)
+  int64_t sinks = -1;        // >= 0: slide the window past the context keeping this many first tokens (Session::slide)
   bool use_cache = true;
   SamplerParams sampling;
   std::function<bool(int32_t)> is_stop;  // end-of-generation tokens (not emitted)
@@ -27,6 +28,7 @@ struct GenerateResult {
   int64_t decode_steps = 0;     // forward calls after the prefill
   double prefill_ms = 0, decode_ms = 0;
   enum class Stop { EndToken, MaxTokens, ContextFull } stop = Stop::MaxTokens;
+  int64_t slid = 0;  // positions dropped by the sliding window
 };
 
 // Appends `prompt` to the session (which may already hold earlier turns) and

@@ -4,6 +4,8 @@
 #include <new>
 
 #include "core/error.h"
+#include "kernels/ops.h"
+#include "io/session_file.h"
 
 namespace tally {
 
@@ -23,10 +25,6 @@ KvCacheOptions cache_options(const Model& m, const SessionOptions& o) {
   k.prefix_cache = false;  // one sequence: an edit reuses its prefix by truncating (reuse_prefix)
   return k;
 }
-KvShape kv_shape(const Model& m) {
-  const auto& c = m.config();
-  return {c.n_layer, c.n_kv_head, c.head_dim};
-}
 int threads_for(int requested) {
   if (requested < 0) fail("thread count must be positive, got {}", requested);
   return requested == 0 ? ThreadPool::default_threads() : requested;
@@ -37,7 +35,7 @@ Session::Session(const Model& model, const SessionOptions& opts) try
     : model_(model),
       opts_(opts),
       pool_(std::make_unique<ThreadPool>(threads_for(opts.n_threads))),
-      cache_(kv_shape(model), cache_options(model, opts)),
+      cache_(model.kv_shape(), cache_options(model, opts)),
       seq_(cache_.create_sequence()),
       forward_(model, *pool_, std::max<int64_t>(1, std::min(opts.n_batch, cache_.n_ctx())), cache_.n_ctx(),
                opts.all_logits ? std::max<int64_t>(1, std::min(opts.n_batch, cache_.n_ctx())) : 1) {
@@ -69,6 +67,71 @@ std::span<const float> Session::append(std::span<const int32_t> tokens, const Lo
 void Session::truncate(int64_t n) {
   cache_.truncate(seq_, n);
   tokens_.resize(n);
+}
+
+int64_t Session::slide(int64_t need, int64_t sinks) {
+  const int64_t bs = cache_.block_size();
+  if (sinks < 0) fail("--sinks must be >= 0, got {}", sinks);
+  if (need < 1 || sinks + bs + need > n_ctx())
+    fail("a window of {} positions cannot keep {} sinks, slide by a block of {} and take {} new ones", n_ctx(), sinks,
+         bs, need);
+  if (length() + need <= n_ctx()) return 0;
+  const int64_t over = length() + need - n_ctx();
+  const int64_t n = (over + bs - 1) / bs * bs;  // whole blocks' worth, so slides are rare
+  const auto& c = model_.config();
+  std::vector<float> cs(static_cast<size_t>(c.rope_dims / 2)), sn(static_cast<size_t>(c.rope_dims / 2));
+  rope_angles(-n, c.rope_dims, c.rope_base, cs.data(), sn.data());
+  cache_.remove_positions(seq_, sinks, n, [&](float* k) {
+    rope_apply(k, c.n_kv_head, c.head_dim, c.rope_dims, cs.data(), sn.data(), c.arch->rope_pairing);
+  });
+  tokens_.erase(tokens_.begin() + sinks, tokens_.begin() + sinks + n);
+  return n;
+}
+
+void Session::save(const std::string& path, const std::string& meta,
+                   const std::function<void(uint32_t)>& after_layer) const {
+  const auto& c = model_.config();
+  SessionHeader h;
+  h.model_fingerprint = model_.fingerprint();
+  h.cache_type = cache_.storage().type();
+  h.block_size = static_cast<uint32_t>(cache_.block_size());
+  h.n_layer = static_cast<uint32_t>(c.n_layer);
+  h.n_kv_head = static_cast<uint32_t>(c.n_kv_head);
+  h.head_dim = static_cast<uint32_t>(c.head_dim);
+  h.n_tokens = tokens_.size();
+  h.meta = meta;
+  const uint64_t vb = h.vector_bytes();
+  write_session_file(
+      path, h, tokens_,
+      [&](uint32_t layer, uint8_t* k, uint8_t* v) {
+        for (int64_t p = 0; p < length(); ++p) cache_.load_raw(layer, seq_, p, k + p * vb, v + p * vb);
+      },
+      after_layer);
+}
+
+std::string Session::load(const std::string& path) {
+  const SessionData d = read_session_file(path);
+  const SessionHeader& h = d.header;
+  const auto& c = model_.config();
+  if (h.model_fingerprint != model_.fingerprint())
+    fail("{}: the session was saved from another model (fingerprint {:016x}, this model's is {:016x})", path,
+         h.model_fingerprint, model_.fingerprint());
+  if (h.n_layer != c.n_layer || h.n_kv_head != c.n_kv_head || h.head_dim != c.head_dim)
+    fail("{}: the session's cache shape does not match this model", path);
+  if (h.cache_type != cache_.storage().type())
+    fail("{}: the session holds a {} cache; this one is {} (use --cache-type {})", path, dtype_name(h.cache_type),
+         dtype_name(cache_.storage().type()), h.cache_type == DType::F32 ? "f32" : "f16");
+  if (static_cast<int64_t>(h.n_tokens) > n_ctx())
+    fail("{}: the session holds {} positions, more than this context of {} (raise -c)", path, h.n_tokens, n_ctx());
+  for (int32_t t : d.tokens)
+    if (t < 0 || t >= c.n_vocab) fail("{}: token id {} is outside the vocabulary [0, {})", path, t, c.n_vocab);
+  truncate(0);
+  cache_.begin_write(seq_, 0, d.tokens);
+  for (uint32_t l = 0; l < h.n_layer; ++l)
+    for (uint64_t p = 0; p < h.n_tokens; ++p) cache_.store_raw(l, seq_, static_cast<int64_t>(p), d.k(l, p), d.v(l, p));
+  cache_.end_write(seq_);
+  tokens_ = d.tokens;
+  return h.meta;
 }
 
 int64_t Session::reuse_prefix(std::span<const int32_t> tokens) {

@@ -60,6 +60,21 @@ class Session {
   // The cache, read-only (its length and blocks, for tests and the lab).
   const KvCache& cache() const { return cache_; }
   KvCache::SeqId sequence() const { return seq_; }
+  // A window sliding past the context (StreamingLLM): drops the oldest
+  // positions after the first `sinks`, a block of positions at a time, until
+  // `need` more positions fit, and re-rotates the kept keys to their new
+  // positions (RoPE rotations compose, so a key at p moved to p - n is rotated
+  // by -n). Returns the positions dropped. The first `sinks` tokens stay
+  // forever: attention parks its excess weight on them.
+  int64_t slide(int64_t need, int64_t sinks);
+  // Saves the positions the cache holds, their tokens and `meta` (io/session_file.h),
+  // atomically. after_layer: see write_session_file.
+  void save(const std::string& path, const std::string& meta = "",
+            const std::function<void(uint32_t)>& after_layer = {}) const;
+  // Replaces this session's positions with a saved session's and returns its
+  // meta. Refuses, naming the reason, a file of another model or cache type,
+  // one longer than this context, a corrupted or truncated file, a newer format.
+  std::string load(const std::string& path);
   // An observer of the forward pass (the lab); nullptr for none. Not owned.
   void set_hooks(ForwardHooks* hooks) { forward_.set_hooks(hooks); }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <ctime>
@@ -23,6 +24,8 @@ using nlohmann::json;
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+constexpr int kListenBacklog = 1024;  // connections the kernel completes before they are accepted
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
@@ -81,6 +84,12 @@ ApiServer::ApiServer(const Model& model, const Tokenizer& tok, Scheduler& schedu
   }
   const int threads = std::max(4, opts_.http_threads);
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  // cpp-httplib listens with a backlog of 5: a burst of clients connecting at once then waits
+  // for SYN retransmissions (seconds) or times out. Keep the socket to widen the backlog in bind().
+  http_->set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_fd_ = static_cast<int>(sock);
+  });
   http_->set_payload_max_length(opts_.max_body_bytes);
   http_->set_read_timeout(30);
   http_->set_write_timeout(30);
@@ -90,11 +99,17 @@ ApiServer::ApiServer(const Model& model, const Tokenizer& tok, Scheduler& schedu
 ApiServer::~ApiServer() = default;
 
 bool ApiServer::bind(std::string* error) {
+  bool bound = false;
   if (opts_.port == 0) {
     port_ = http_->bind_to_any_port(opts_.host);
-    if (port_ > 0) return true;
+    bound = port_ > 0;
   } else if (http_->bind_to_port(opts_.host, opts_.port)) {
     port_ = opts_.port;
+    bound = true;
+  }
+  if (bound) {
+    // listen() again on a listening socket sets its backlog (the kernel caps it at somaxconn).
+    if (listen_fd_ >= 0) ::listen(listen_fd_, kListenBacklog);
     return true;
   }
   *error = fmt::format("cannot listen on {}:{} (in use, or not an address of this machine)", opts_.host, opts_.port);

@@ -58,6 +58,7 @@ class ApiServer {
   Metrics& metrics_;
   ServerOptions opts_;
   int port_ = 0;
+  int listen_fd_ = -1;  // the listening socket, once bound
   std::unique_ptr<httplib::Server> http_;
   std::mutex embed_mutex_;  // one embedding pass at a time
 };

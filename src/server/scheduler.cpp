@@ -43,7 +43,8 @@ Scheduler::Scheduler(const Model& model, const Tokenizer& tok, const EngineOptio
       metrics_(metrics),
       engine_(model, eo),
       n_ctx_(std::min(engine_.n_ctx(), model.config().n_ctx_train)) {
-  if (limits.max_queue < 0) fail("--queue must be >= 0, got {}", limits.max_queue);
+  // Every request passes through the queue, if only until the engine thread's next turn: 0 would refuse them all.
+  if (limits.max_queue < 1) fail("--queue must be at least 1, got {}", limits.max_queue);
   if (limits.max_sequences < 1) fail("--parallel must be at least 1, got {}", limits.max_sequences);
   if (limits.max_tokens < 1) fail("--max-tokens must be at least 1, got {}", limits.max_tokens);
   publish();

@@ -27,7 +27,7 @@
 namespace tally::server {
 
 struct SchedulerLimits {
-  int64_t max_queue = 64;        // requests waiting for admission
+  int64_t max_queue = 64;        // requests waiting for admission (>= 1: every request waits there first)
   int64_t max_sequences = 8;     // sequences running at once (--parallel)
   int64_t max_tokens = 2048;     // cap on a request's max_tokens
 };

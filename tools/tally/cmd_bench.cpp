@@ -89,6 +89,9 @@ void add_bench(CLI::App& app) {
       return;
     }
     LoadedModel lm = load_model(o->m);
+    auto draw = [&](std::string_view what, int64_t done, int64_t total) {
+      progress.update(what, static_cast<double>(done), static_cast<double>(total));
+    };
     if (o->ttft > 0) {
       nlohmann::json jr = nlohmann::json::array();
       if (!o->json) {
@@ -135,9 +138,7 @@ void add_bench(CLI::App& app) {
                        format_bytes(r.peak_kv_bytes));
             flush_stdout();
           },
-          [&](std::string_view what, int64_t done, int64_t total) {
-            progress.update(what, static_cast<double>(done), static_cast<double>(total));
-          });
+          draw);
       progress.clear();
       if (o->json) {
         nlohmann::json jr = nlohmann::json::array();
@@ -185,9 +186,7 @@ void add_bench(CLI::App& app) {
                      tg ? "" : fmt::format("{:.1f}", r.int8_gops), limit_text(r));
           flush_stdout();
         },
-        [&](std::string_view what, int64_t done, int64_t total) {
-          progress.update(what, static_cast<double>(done), static_cast<double>(total));
-        });
+        draw);
     progress.clear();
     if (o->json) {
       nlohmann::json jr = nlohmann::json::array();

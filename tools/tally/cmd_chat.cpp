@@ -23,7 +23,8 @@ void add_chat(CLI::App& app) {
     int64_t n_predict = 512;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand("chat", "Chat with the model in the terminal (one line per turn; /exit or EOF ends)");
+  auto* cmd = app.add_subcommand(
+      "chat", "Chat with the model in the terminal (one line per turn; /save FILE, /load FILE; /exit or EOF ends)");
   add_model_options(cmd, o->m);
   add_sampling_options(cmd, o->sampling);
   cmd->add_option("--system", o->system, "System message (default: the template's own)");
@@ -48,6 +49,21 @@ void add_chat(CLI::App& app) {
       std::fflush(stdout);
       if (!std::getline(std::cin, line) || line == "/exit") break;
       if (line.empty()) continue;
+      if (line.rfind("/save ", 0) == 0 || line.rfind("/load ", 0) == 0) {
+        const std::string file = line.substr(6);
+        try {
+          if (line[1] == 's') {
+            chat.save(file);
+            fmt::print(stderr, "[saved {} tokens to {}]\n", session.length(), file);
+          } else {
+            chat.load(file);
+            fmt::print(stderr, "[loaded {} tokens, {} messages from {}]\n", session.length(), chat.messages().size(), file);
+          }
+        } catch (const Error& e) {
+          fmt::print(stderr, "tally: {}\n", e.what());
+        }
+        continue;
+      }
       TurnResult r;
       try {
         r = chat.say(line, g, [](const std::string& piece) {

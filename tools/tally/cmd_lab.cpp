@@ -11,6 +11,7 @@
 #include "output.h"
 #include "core/byte_size.h"
 #include "core/error.h"
+#include "io/text_file.h"
 #include "kv/kv_cache.h"
 #include "kv/kv_shape.h"
 #include "lab/beam_cost.h"
@@ -20,6 +21,7 @@
 #include "lab/depth_sweep.h"
 #include "lab/plot.h"
 #include "lab/score_count.h"
+#include "lab/sinks_experiment.h"
 #include "model_options.h"
 
 namespace tally::cli {
@@ -309,7 +311,8 @@ void add_beam(CLI::App* lab) {
   cmd->add_option("--prompt-tokens", o->b.prompts, "Prompt lengths, comma-separated")->delimiter(',')->capture_default_str();
   cmd->add_option("--gen-tokens", o->b.gen_tokens, "Tokens to generate")->capture_default_str();
   cmd->add_option("--none-steps", o->b.none_steps, "Steps the no-cache search is timed over")->capture_default_str();
-  cmd->add_option("--plot", o->plot, "Write a PNG plot of K/V bytes held and time per token");
+  cmd->add_option("--plot", o->plot, "Write a PNG plot of K/V bytes held and time per token")
+      ->check(nonempty_path());
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->callback([o] {
     if (o->b.prompts.empty() || o->b.widths.empty()) fail("give at least one width and one prompt length");
@@ -354,6 +357,75 @@ void add_beam(CLI::App* lab) {
   });
 }
 
+void add_sinks(CLI::App* lab) {
+  struct Opts {
+    ModelOptions m;
+    std::string text, plot;
+    int64_t tokens = 20000;
+    SinksOptions s;
+    bool no_dense = false, json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = lab->add_subcommand(
+      "sinks", "StreamingLLM's figure: perplexity per 1,000 tokens of a long text with dense, window, sinks and recompute");
+  add_model_options(cmd, o->m);
+  cmd->add_option("--text", o->text, "A long text file (public domain; at least --tokens tokens)")
+      ->required()
+      ->check(nonempty_path());
+  cmd->add_option("--tokens", o->tokens, "Tokens of the text to score")->capture_default_str();
+  cmd->add_option("--window", o->s.window, "Positions the cache holds")->capture_default_str();
+  cmd->add_option("--sinks", o->s.sinks, "Sink counts, comma-separated (0: plain window)")->delimiter(',')->capture_default_str();
+  cmd->add_option("--recompute-every", o->s.recompute_every, "Score the recompute baseline every K tokens")
+      ->capture_default_str();
+  cmd->add_flag("--no-dense", o->no_dense, "Skip the dense run (its cache holds every position)");
+  cmd->add_option("--plot", o->plot, "Write a PNG plot of perplexity per 1,000 tokens")->check(nonempty_path());
+  cmd->add_flag("--json", o->json, "Print JSON");
+  cmd->callback([o] {
+    if (o->tokens < 2) fail("--tokens must be at least 2, got {}", o->tokens);
+    const std::string text = read_text_file(o->text, "text file", kMaxTextBytes);
+    LoadedModel lm = load_model(o->m);
+    auto ids = encode_input(*lm.tokenizer, text, true, false, "the text file");
+    if (static_cast<int64_t>(ids.size()) < o->tokens)
+      fail("--text {} has {} tokens, fewer than --tokens {}", o->text, ids.size(), o->tokens);
+    ids.resize(static_cast<size_t>(o->tokens));
+    o->s.dense = !o->no_dense;
+    o->s.n_threads = o->m.threads;
+    Progress progress("tally lab sinks");
+    const auto rows = measure_sinks(*lm.model, ids, o->s, draw_on(progress, "scoring the text"));
+    progress.clear();
+    if (!o->plot.empty()) {
+      PlotSpec p{fmt::format("Perplexity per 1,000 tokens, window of {}", o->s.window), "tokens (thousands)",
+                 "perplexity", {}, static_cast<double>(lm.model->config().n_ctx_train) / 1000,
+                 "trained context", true};
+      for (const auto& r : rows) {
+        PlotSeries ser{r.config, {}, {}};
+        for (size_t i = 0; i < r.ppl.size(); ++i)
+          if (r.ppl[i] > 0) ser.x.push_back(static_cast<double>(i) + 0.5), ser.y.push_back(r.ppl[i]);
+        p.series.push_back(ser);
+      }
+      write_plot_png(o->plot, p);
+    }
+    if (o->json) {
+      nlohmann::json a = nlohmann::json::array();
+      for (const auto& r : rows)
+        a.push_back({{"config", r.config}, {"sinks", r.sinks}, {"ppl_per_1000", r.ppl}, {"ppl", r.ppl_all},
+                     {"ppl_sampled", r.ppl_sampled},
+                     {"scored", r.scored}, {"decode_ms_per_token", r.decode_ms_per_token}});
+      print_json({{"tokens", ids.size()}, {"window", o->s.window}, {"rows", a}});
+      return;
+    }
+    fmt::print("{} tokens, window {}, trained context {}\n", ids.size(), o->s.window, lm.model->config().n_ctx_train);
+    fmt::print("| cache | perplexity | at the recompute samples | scored | ms per token | perplexity per 1,000 tokens |\n"
+               "|---|---|---|---|---|---|\n");
+    for (const auto& r : rows) {
+      std::string per;
+      for (double v : r.ppl) per += fmt::format("{}{:.1f}", per.empty() ? "" : " ", v);
+      fmt::print("| {} | {:.2f} | {:.2f} | {} | {:.1f} | {} |\n", r.config, r.ppl_all, r.ppl_sampled, r.scored,
+                 r.decode_ms_per_token, per);
+    }
+  });
+}
+
 void add_lab(CLI::App& app) {
   auto* lab = app.add_subcommand("lab", "The KV-cache lab: the seeds' experiments on a real model");
   lab->require_subcommand(1);
@@ -363,6 +435,7 @@ void add_lab(CLI::App& app) {
   add_depth(lab);
   add_continuity(lab);
   add_beam(lab);
+  add_sinks(lab);
 }
 
 }  // namespace tally::cli

@@ -30,11 +30,14 @@ void add_run(CLI::App& app) {
     int parallel = 1, beam = 0;
     double length_penalty = 1.0;
     bool beam_copy = false;
+    std::string save_session, load_session;
+    bool stream = false;
+    int64_t sinks = 4, window = 0;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("run", "Generate text from a prompt");
   add_model_options(cmd, o->m);
-  cmd->add_option("-p,--prompt", o->prompt, "Prompt text")->required();
+  auto* prompt_opt = cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
   cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate at most")->capture_default_str();
   add_sampling_options(cmd, o->sampling);
   cmd->add_flag("--no-cache", o->no_cache, "Recompute the whole sequence at every step (the baseline)");
@@ -47,9 +50,31 @@ void add_run(CLI::App& app) {
   cmd->add_option("--length-penalty", o->length_penalty, "Beam score = sum of log-probs / length^A")
       ->capture_default_str();
   cmd->add_flag("--beam-copy", o->beam_copy, "Beam search with a full copy of the cache per beam (the baseline)");
-  cmd->callback([o, par, beam] {
+  cmd->add_flag("--stream", o->stream,
+                "Slide the window past the context: keep the first --sinks tokens and the latest ones (-n -1: forever)");
+  auto* sinks = cmd->add_option("--sinks", o->sinks, "With --stream: first tokens kept forever (attention sinks)")
+                    ->capture_default_str();
+  auto* window = cmd->add_option("--window", o->window, "With --stream: positions the cache holds (default: -c)");
+  cmd->add_option("--save-session", o->save_session,
+                  "After generating, save the cache, its tokens included, to this file (atomically)");
+  cmd->add_option("--load-session", o->load_session,
+                  "Continue a saved session: -p (optional) is appended after its tokens, as raw text");
+  cmd->callback([o, par, beam, prompt_opt, sinks, window] {
+    if ((sinks->count() || window->count()) && !o->stream) fail("--sinks and --window go with --stream");
+    if (o->stream && (beam->count() || o->parallel > 1 || o->no_cache))
+      fail("--stream slides one sequence's cache: not with --beam, --parallel or --no-cache");
+    if (o->stream && o->sinks < 0) fail("--sinks must be >= 0, got {}", o->sinks);
+    if (o->stream && window->count() && o->window < 1) fail("--window must be positive, got {}", o->window);
+    if (o->stream && window->count()) o->m.ctx = o->window;
+    if (!prompt_opt->count() && o->load_session.empty()) fail("give a prompt with -p (or continue a session with --load-session)");
+    const bool session_io = !o->save_session.empty() || !o->load_session.empty();
+    if (session_io && (beam->count() || o->parallel > 1 || o->no_cache))
+      fail("--save-session and --load-session work with one sequence and a cache: not with --beam, --parallel or --no-cache");
+    if (!o->load_session.empty() && o->chat)
+      fail("--load-session continues the saved tokens with raw text; for a chat use `tally chat` and /load FILE");
     o->sampling.validate();
-    if (o->n_predict < 0) fail("-n must be >= 0, got {}", o->n_predict);
+    if (o->n_predict < 0 && !(o->stream && o->n_predict == -1))
+      fail("-n must be >= 0 (or -1 with --stream: no limit), got {}", o->n_predict);
     if (par->count() && o->parallel < 1) fail("--parallel must be at least 1, got {}", o->parallel);
     if (beam->count() && o->beam < 1) fail("--beam must be at least 1, got {}", o->beam);
     if (beam->count() && par->count()) fail("--beam and --parallel do not go together: a beam search keeps its own W sequences");
@@ -65,7 +90,9 @@ void add_run(CLI::App& app) {
       const ChatMessage msg{"user", o->prompt};
       text = tmpl.render(std::span<const ChatMessage>(&msg, 1), true);
     }
-    const std::vector<int32_t> prompt = encode_input(tok, text, /*add_special=*/true, /*parse_special=*/true, "the prompt");
+    std::vector<int32_t> prompt;
+    if (o->load_session.empty() || !o->prompt.empty())
+      prompt = encode_input(tok, text, /*add_special=*/o->load_session.empty(), /*parse_special=*/true, "the prompt");
     auto stop = [&tok, o](int32_t id) { return !o->ignore_eos && tok.is_end_of_generation(id); };
     auto text_of = [&tok](std::span<const int32_t> ids) {
       StreamDecoder d(tok);
@@ -102,6 +129,7 @@ void add_run(CLI::App& app) {
     }
     GenerateOptions g;
     g.max_tokens = o->n_predict;
+    if (o->stream) g.sinks = o->sinks;
     g.use_cache = !o->no_cache;
     g.sampling = o->sampling;
     g.is_stop = stop;
@@ -140,6 +168,14 @@ void add_run(CLI::App& app) {
       return;
     }
     Session session(*lm.model, session_options(o->m, *lm.model, false));
+    if (!o->load_session.empty()) {
+      session.load(o->load_session);
+      if (session.length() == 0) fail("{}: the saved session holds no tokens", o->load_session);
+      // The file holds no logits: its last token is evaluated again (the same bits), then the new prompt.
+      const int32_t last = session.tokens().back();
+      session.truncate(session.length() - 1);
+      prompt.insert(prompt.begin(), last);
+    }
     StreamDecoder stream(tok);
     std::string generated_text;
     const GenerateResult r = generate(session, prompt, g, [&](int32_t id) {
@@ -154,6 +190,13 @@ void add_run(CLI::App& app) {
     generated_text += rest;
     if (r.stop == GenerateResult::Stop::ContextFull)
       fmt::print(stderr, "tally: warning: stopped: the context of {} tokens is full\n", session.n_ctx());
+    if (!o->save_session.empty()) {
+      // Unless generation ended at a stop token, the last token chosen is not in the
+      // cache yet: evaluate it, so that the file holds the whole text.
+      if (r.stop != GenerateResult::Stop::EndToken && !r.tokens.empty() && session.length() < session.n_ctx())
+        session.append(std::span<const int32_t>(&r.tokens.back(), 1));
+      session.save(o->save_session);
+    }
     if (o->json) {
       nlohmann::json j{
           {"prompt_tokens", r.prompt_tokens},

@@ -49,6 +49,10 @@ void add_serve(CLI::App& app) {
   cmd->callback([o] {
     if (o->s.port < 0 || o->s.port > 65535) fail("--port must be in [0, 65535], got {}", o->s.port);
     if (o->drain_seconds < 0) fail("--drain-seconds must be >= 0, got {}", o->drain_seconds);
+    // Checked again by the Scheduler; here, before the model loads.
+    if (o->limits.max_sequences < 1) fail("--parallel must be at least 1, got {}", o->limits.max_sequences);
+    if (o->limits.max_queue < 1) fail("--queue must be at least 1, got {}", o->limits.max_queue);
+    if (o->limits.max_tokens < 1) fail("--max-tokens must be at least 1, got {}", o->limits.max_tokens);
     if (!o->api_key_file.empty()) {
       std::ifstream in(o->api_key_file);
       if (!in) fail("--api-key-file {}: cannot open it", o->api_key_file);

@@ -1,0 +1,71 @@
+"""Greedy chat over HTTP is `tally run --chat` greedy, bit for bit; the same
+request twice is a prefix-cache hit the second time, with the same text."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+
+import pytest
+
+from conftest import tally_bin
+
+PROMPTS = [
+    "What is a KV cache?",
+    "Give me three tips for a good night's sleep.",
+]
+
+
+def chat(srv, text: str, max_tokens: int, **kw) -> dict:
+    status, _, out = srv.post("/v1/chat/completions", {"messages": [{"role": "user", "content": text}],
+                                                       "max_tokens": max_tokens, "temperature": 0, **kw})
+    assert status == 200, out
+    return json.loads(out)
+
+
+def stream_text(srv, text: str, max_tokens: int) -> str:
+    status, _, out = srv.post("/v1/chat/completions", {"messages": [{"role": "user", "content": text}],
+                                                       "max_tokens": max_tokens, "temperature": 0, "stream": True})
+    assert status == 200, out
+    parts = []
+    for ev in out.split(b"\n\n"):
+        if ev.startswith(b"data: {"):
+            c = json.loads(ev[6:])
+            parts += [ch["delta"].get("content") or "" for ch in c["choices"]]
+    return "".join(parts)
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_greedy_chat_equals_tally_run(server, prompt):
+    n = 48
+    run = subprocess.run([tally_bin(), "run", "--chat", "-p", prompt, "-n", str(n), "--temp", "0", "--json"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    want = json.loads(run.stdout)
+    got = chat(server, prompt, n, logprobs=True)
+    assert got["usage"]["prompt_tokens"] == want["prompt_tokens"]
+    assert got["choices"][0]["message"]["content"] == want["text"]
+    assert got["usage"]["completion_tokens"] == want["generated_tokens"]
+    # Token by token: the pieces of the chosen tokens are the run's tokens' pieces.
+    status, _, out = server.post("/detokenize", {"tokens": want["token_ids"]})
+    assert json.loads(out)["content"] == want["text"]
+    assert len(got["choices"][0]["logprobs"]["content"]) == len(want["token_ids"])
+    assert got["choices"][0]["finish_reason"] == ("length" if want["generated_tokens"] == n else "stop")
+    # Streamed, the same text.
+    assert stream_text(server, prompt, n) == want["text"]
+
+
+def test_same_request_twice_is_a_prefix_cache_hit(server):
+    # A prompt no earlier request shared past the chat template's opening.
+    prompt = f"Request {uuid.uuid4().hex}: explain in two sentences why the sky looks blue."
+    first = chat(server, prompt, 24)
+    second = chat(server, prompt, 24)
+    p = first["usage"]["prompt_tokens"]
+    assert second["usage"]["prompt_tokens"] == p
+    c1 = first["usage"]["prompt_tokens_details"]["cached_tokens"]
+    c2 = second["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert c2 > 0 and c2 > c1, (c1, c2)
+    # All but the last block boundary of the prompt comes from the cache (blocks of 16 positions).
+    assert c2 >= p - 16, (p, c2)
+    assert second["choices"][0]["message"]["content"] == first["choices"][0]["message"]["content"]
