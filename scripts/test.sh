@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds and runs every test: (1) the unit tests under ASan+UBSan, (2) the two
-# libFuzzer targets for a bounded time, (3) the full CTest suite of a
-# warnings-as-errors release build, which needs the default model and, for
-# the server tests, the venv that scripts/setup_test_env.sh makes.
+# Builds and runs every test: (1) the unit tests under ASan+UBSan, (2) the four
+# libFuzzer targets for TALLY_FUZZ_SECONDS each (default 30: two minutes in
+# all), (3) the full CTest suite of a warnings-as-errors release build, which
+# needs the default model and, for the server tests, the venv that
+# scripts/setup_test_env.sh makes.
 # Run scripts/setup.sh first (the README's test command does).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -29,6 +29,26 @@ class ByteReader {
     return v;
   }
 
+  // read() and read_string() for hot loops: `name()` makes the field's name
+  // only when the read fails (a metadata array can hold a million values).
+  template <typename T, typename NameFn>
+  T read_lazy(NameFn&& name) {
+    if (sizeof(T) > size_ - pos_) need(sizeof(T), name());
+    T v;
+    std::memcpy(&v, data_ + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return v;
+  }
+  template <typename NameFn>
+  std::string read_string_lazy(NameFn&& name) {
+    if (8 > size_ - pos_ || read_len() > size_ - pos_ - 8) return read_string(name());
+    const uint64_t len = read_len();
+    pos_ += 8;
+    std::string s(reinterpret_cast<const char*>(data_ + pos_), len);
+    pos_ += len;
+    return s;
+  }
+
   // A u64-length-prefixed string, at most max_len bytes.
   std::string read_string(std::string_view field, uint64_t max_len = UINT64_MAX) {
     const uint64_t at = pos_;
@@ -51,6 +71,11 @@ class ByteReader {
   }
 
  private:
+  uint64_t read_len() const {
+    uint64_t len;
+    std::memcpy(&len, data_ + pos_, 8);
+    return len;
+  }
   void need(uint64_t n, std::string_view field) const {
     if (n > size_ - pos_)
       fail("{}: truncated at byte {} reading {} (need {} bytes, {} left)", source_, pos_, field, n,

@@ -41,25 +41,26 @@ class Parser {
   GgufValue value(GgufType type, const std::string& key, int depth) {
     GgufValue v;
     v.type = type;
+    const auto name = [&key] { return field(key); };
     switch (type) {
-      case GgufType::U8: v.u = r_.read<uint8_t>(field(key)); break;
-      case GgufType::I8: v.i = r_.read<int8_t>(field(key)); break;
-      case GgufType::U16: v.u = r_.read<uint16_t>(field(key)); break;
-      case GgufType::I16: v.i = r_.read<int16_t>(field(key)); break;
-      case GgufType::U32: v.u = r_.read<uint32_t>(field(key)); break;
-      case GgufType::I32: v.i = r_.read<int32_t>(field(key)); break;
-      case GgufType::U64: v.u = r_.read<uint64_t>(field(key)); break;
-      case GgufType::I64: v.i = r_.read<int64_t>(field(key)); break;
-      case GgufType::F32: v.f = r_.read<float>(field(key)); break;
-      case GgufType::F64: v.f = r_.read<double>(field(key)); break;
+      case GgufType::U8: v.u = r_.read_lazy<uint8_t>(name); break;
+      case GgufType::I8: v.i = r_.read_lazy<int8_t>(name); break;
+      case GgufType::U16: v.u = r_.read_lazy<uint16_t>(name); break;
+      case GgufType::I16: v.i = r_.read_lazy<int16_t>(name); break;
+      case GgufType::U32: v.u = r_.read_lazy<uint32_t>(name); break;
+      case GgufType::I32: v.i = r_.read_lazy<int32_t>(name); break;
+      case GgufType::U64: v.u = r_.read_lazy<uint64_t>(name); break;
+      case GgufType::I64: v.i = r_.read_lazy<int64_t>(name); break;
+      case GgufType::F32: v.f = r_.read_lazy<float>(name); break;
+      case GgufType::F64: v.f = r_.read_lazy<double>(name); break;
       case GgufType::BOOL: {
         const uint64_t at = r_.offset();
-        const auto b = r_.read<uint8_t>(field(key));
+        const auto b = r_.read_lazy<uint8_t>(name);
         if (b > 1) fail("{}: metadata '{}' at byte {}: bool value {} is not 0 or 1", r_.source(), key, at, b);
         v.u = b;
         break;
       }
-      case GgufType::STRING: v.s = r_.read_string(field(key)); break;
+      case GgufType::STRING: v.s = r_.read_string_lazy(name); break;
       case GgufType::ARRAY: {
         if (depth >= kMaxArrayDepth)
           fail("{}: metadata '{}' at byte {}: arrays nested deeper than {}", r_.source(), key, r_.offset(),
@@ -233,25 +234,46 @@ const GgufValue& GgufFile::get(std::string_view key) const {
   return *v;
 }
 
-std::string GgufFile::get_string(std::string_view key) const { return get(key).as_string(key); }
+// The value's own errors name the key; these add the file.
+template <typename F>
+auto GgufFile::typed(F&& read) const {
+  try {
+    return read();
+  } catch (const Error& e) {
+    fail("{}: {}", source_, e.what());
+  }
+}
+
+std::string GgufFile::get_string(std::string_view key) const {
+  const GgufValue& v = get(key);
+  return typed([&] { return v.as_string(key); });
+}
 std::string GgufFile::get_string(std::string_view key, std::string_view fallback) const {
   const GgufValue* v = find(key);
-  return v ? v->as_string(key) : std::string(fallback);
+  return v ? typed([&] { return v->as_string(key); }) : std::string(fallback);
 }
-uint64_t GgufFile::get_u64(std::string_view key) const { return get(key).as_u64(key); }
+uint64_t GgufFile::get_u64(std::string_view key) const {
+  const GgufValue& v = get(key);
+  return typed([&] { return v.as_u64(key); });
+}
 uint64_t GgufFile::get_u64(std::string_view key, uint64_t fallback) const {
   const GgufValue* v = find(key);
-  return v ? v->as_u64(key) : fallback;
+  return v ? typed([&] { return v->as_u64(key); }) : fallback;
 }
 double GgufFile::get_f64(std::string_view key, double fallback) const {
   const GgufValue* v = find(key);
-  return v ? v->as_f64(key) : fallback;
+  return v ? typed([&] { return v->as_f64(key); }) : fallback;
 }
 bool GgufFile::get_bool(std::string_view key, bool fallback) const {
   const GgufValue* v = find(key);
-  return v ? v->as_bool(key) : fallback;
+  return v ? typed([&] { return v->as_bool(key); }) : fallback;
 }
-const std::vector<GgufValue>& GgufFile::get_array(std::string_view key) const { return get(key).as_array(key); }
+const std::vector<GgufValue>& GgufFile::get_array(std::string_view key) const {
+  const GgufValue& v = get(key);
+  if (v.type != GgufType::ARRAY)
+    fail("{}: metadata '{}' is a {}, expected an array", source_, key, gguf_type_name(v.type));
+  return v.arr;
+}
 
 const GgufTensorInfo* GgufFile::find_tensor(std::string_view name) const {
   auto it = tensor_index_.find(name);

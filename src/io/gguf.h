@@ -46,7 +46,7 @@ class GgufFile {
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
   const GgufValue* find(std::string_view key) const;
   bool has(std::string_view key) const { return find(key) != nullptr; }
-  // Typed getters: throw naming the key if missing or of the wrong type.
+  // Typed getters: throw naming the file and the key if missing or of the wrong type.
   const GgufValue& get(std::string_view key) const;
   std::string get_string(std::string_view key) const;
   std::string get_string(std::string_view key, std::string_view fallback) const;
@@ -66,6 +66,8 @@ class GgufFile {
 
  private:
   void parse(const uint8_t* bytes, uint64_t size);
+  template <typename F>
+  auto typed(F&& read) const;
 
   std::optional<MappedFile> map_;
   std::string source_;

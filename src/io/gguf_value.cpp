@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/printable.h"
 
 namespace tally {
 
@@ -81,14 +82,12 @@ const std::vector<GgufValue>& GgufValue::as_array(std::string_view key) const {
 std::string GgufValue::to_string(size_t max_items) const {
   switch (type) {
     case GgufType::STRING: {
+      PrintableOptions o;  // control characters and bytes that are not UTF-8 as escapes
+      o.max_bytes = SIZE_MAX;
       std::string out = "\"";
-      for (char c : s) {
-        if (c == '\n') out += "\\n";
-        else if (c == '"') out += "\\\"";
-        else if (c == '\\') out += "\\\\";
-        else out += c;
-      }
-      return out + "\"";
+      out += printable(s, o);
+      out += '"';
+      return out;
     }
     case GgufType::BOOL: return u ? "true" : "false";
     case GgufType::F32: case GgufType::F64: return fmt::format("{}", f);

@@ -35,7 +35,8 @@ struct GgufValue {
   bool as_bool(std::string_view key) const;
   const std::string& as_string(std::string_view key) const;
   const std::vector<GgufValue>& as_array(std::string_view key) const;
-  // Human-readable rendering; arrays longer than max_items are abbreviated.
+  // Human-readable rendering, safe for a terminal (strings quoted, with control
+  // characters and invalid bytes escaped); arrays longer than max_items are abbreviated.
   std::string to_string(size_t max_items = 8) const;
 };
 

@@ -29,7 +29,9 @@ namespace {
 
 int64_t pool_blocks(int64_t n_ctx, int64_t block_size) {
   if (n_ctx <= 0) fail("context size must be positive, got {}", n_ctx);
-  if (block_size <= 0) fail("KV block size must be positive, got {}", block_size);
+  if (n_ctx > kMaxContextTokens) fail("context size {} is above the limit of {} tokens", n_ctx, kMaxContextTokens);
+  if (block_size <= 0 || block_size > kMaxContextTokens)
+    fail("KV block size must be from 1 to {}, got {}", kMaxContextTokens, block_size);
   return (n_ctx + block_size - 1) / block_size;
 }
 

@@ -33,8 +33,13 @@
 
 namespace tally {
 
+// The longest context a cache may hold. Far above any model tally runs, it
+// keeps every position and byte product inside 64 bits, and a mistyped -c a
+// clear refusal instead of an allocation that wraps.
+inline constexpr int64_t kMaxContextTokens = int64_t{1} << 24;
+
 struct KvCacheOptions {
-  int64_t n_ctx = 4096;       // positions the pool can hold in total
+  int64_t n_ctx = 4096;       // positions the pool can hold in total (1 to kMaxContextTokens)
   int64_t block_size = 32;    // positions per block
   DType type = DType::F16;    // F16 or F32
   uint64_t budget_bytes = 0;  // 0: the machine's available memory

@@ -19,7 +19,9 @@ struct PlotSpec {
   bool log_y = false;
 };
 
-// Throws tally::Error if gnuplot is missing or fails.
+// Runs gnuplot without a shell on a script that never holds `path` (the
+// image is drawn in a private directory, then copied to `path`).
+// Throws tally::Error if gnuplot is missing or fails, or `path` cannot be written.
 void write_plot_png(const std::string& path, const PlotSpec& spec);
 
 }  // namespace tally

@@ -1,6 +1,7 @@
 #include "model/architecture.h"
 
 #include "core/error.h"
+#include "core/printable.h"
 
 namespace tally {
 
@@ -15,7 +16,7 @@ const Architecture& architecture_for(std::string_view name) {
     if (a.name == name) return a;
   std::string supported;
   for (const auto& a : kArchitectures) supported += (supported.empty() ? "" : ", ") + std::string(a.name);
-  fail("architecture '{}' is not supported (supported: {})", name, supported);
+  fail("architecture '{}' is not supported (supported: {})", excerpt(name), supported);
 }
 
 }  // namespace tally

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/byte_size.h"
 #include "core/error.h"
 #include "io/session_file.h"
 #include "kernels/dequantize.h"
@@ -47,8 +48,39 @@ std::vector<float> Model::vector(const std::string& name, int64_t n) const {
   return v;
 }
 
+namespace {
+
+// The blocks the file has tensors for must be exactly [0, n_layer): a larger
+// block count would size per-layer tables from a number the file cannot back
+// (2^31 layers in a 100 MB file), a smaller one would ignore weights silently.
+void check_block_count(const GgufFile& f, const ModelConfig& c) {
+  const std::string key = std::string(c.arch->name) + ".block_count";
+  int64_t last = -1;
+  std::string last_name;
+  for (const GgufTensorInfo& t : f.tensors()) {
+    if (!t.name.starts_with("blk.")) continue;
+    const std::string_view rest = std::string_view(t.name).substr(4);
+    const auto index = parse_whole(rest.substr(0, rest.find('.')));
+    if (!index || *index >= static_cast<uint64_t>(kMaxModelDim))
+      fail("{}: tensor '{}' has no block number below {}", f.path(), t.name, kMaxModelDim);
+    if (static_cast<int64_t>(*index) > last) {
+      last = static_cast<int64_t>(*index);
+      last_name = t.name;
+    }
+  }
+  if (last + 1 < c.n_layer)
+    fail("{}: {} = {}, but the file has tensors for {} blocks{}", f.path(), key, c.n_layer, last + 1,
+         last < 0 ? " (no blk.N.* tensors)" : fmt::format(" (blk.0 to blk.{})", last));
+  if (last + 1 > c.n_layer)
+    fail("{}: {} = {}, but the file has tensors of block {} ('{}'): they would be ignored", f.path(), key,
+         c.n_layer, last, last_name);
+}
+
+}  // namespace
+
 Model::Model(std::unique_ptr<GgufFile> file) : file_(std::move(file)), cfg_(ModelConfig::from_gguf(*file_)) {
   const auto& c = cfg_;
+  check_block_count(*file_, c);
   {  // before any mapped page is released
     std::string desc = fmt::format("{} {} {} {} {} {} {} {} {} {} {:a} {:a}\n", c.arch->name, c.n_vocab, c.n_ctx_train,
                                    c.n_embd, c.n_layer, c.n_head, c.n_kv_head, c.head_dim, c.n_ff, c.rope_dims,

@@ -1,5 +1,7 @@
 #include "model/model_config.h"
 
+#include <cfloat>
+#include <cmath>
 #include <string>
 
 #include "core/error.h"
@@ -18,6 +20,13 @@ class HParams {
   int64_t size(const char* k) const { return check(k, f_.get_u64(key(k))); }
   int64_t size(const char* k, int64_t fallback) const {
     return check(k, f_.get_u64(key(k), static_cast<uint64_t>(fallback)));
+  }
+  // A positive finite number that a float can hold (the forward pass computes in float).
+  float positive_float(const char* k, double fallback) const {
+    const double v = f_.get_f64(key(k), fallback);
+    if (!std::isfinite(v) || v <= 0 || v > FLT_MAX || static_cast<float>(v) == 0.0f)
+      fail("{}: metadata '{}' = {} must be a positive finite number", f_.path(), key(k), v);
+    return static_cast<float>(v);
   }
   int64_t check(const char* k, uint64_t v) const {
     if (v == 0 || v > kMaxDim) fail("{}: metadata '{}' = {} is out of range (1 to {})", f_.path(), key(k), v, kMaxDim);
@@ -46,8 +55,8 @@ AttentionLayout read_attention_layout(const GgufFile& f) {
   } else {
     const int64_t embd = h.size("embedding_length");
     if (embd % a.n_head != 0)
-      fail("{}: {} = {} is not divisible by {} heads and no {} is given", f.path(), h.key("embedding_length"), embd,
-           a.n_head, h.key("attention.key_length"));
+      fail("{}: cannot derive the head size: {} = {} is not a multiple of {} = {}", f.path(),
+           h.key("embedding_length"), embd, h.key("attention.head_count"), a.n_head);
     a.head_dim = embd / a.n_head;
   }
   if (h.has("attention.value_length") && h.size("attention.value_length") != a.head_dim)
@@ -59,7 +68,11 @@ AttentionLayout read_attention_layout(const GgufFile& f) {
 ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   const AttentionLayout a = read_attention_layout(f);
   ModelConfig c;
-  c.arch = &architecture_for(a.arch);
+  try {
+    c.arch = &architecture_for(a.arch);
+  } catch (const Error& e) {
+    fail("{}: {}", f.path(), e.what());
+  }
   const HParams h(f, a.arch);
   c.n_layer = a.n_layer;
   c.n_head = a.n_head;
@@ -73,9 +86,8 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   if (c.rope_dims % 2 != 0 || c.rope_dims > c.head_dim)
     fail("{}: {} = {} must be even and at most head_dim {}", f.path(), h.key("rope.dimension_count"), c.rope_dims,
          c.head_dim);
-  c.rope_base = static_cast<float>(f.get_f64(h.key("rope.freq_base"), 10000.0));
-  c.rms_eps = static_cast<float>(f.get_f64(h.key("attention.layer_norm_rms_epsilon"), 1e-5));
-  if (!(c.rope_base > 0) || !(c.rms_eps > 0)) fail("{}: rope.freq_base and rms epsilon must be positive", f.path());
+  c.rope_base = h.positive_float("rope.freq_base", 10000.0);
+  c.rms_eps = h.positive_float("attention.layer_norm_rms_epsilon", 1e-5);
   uint64_t vocab = f.get_u64(h.key("vocab_size"), 0);
   if (vocab == 0 && f.has("tokenizer.ggml.tokens")) vocab = f.get_array("tokenizer.ggml.tokens").size();
   if (vocab == 0) {

@@ -1,6 +1,7 @@
 #include "runtime/session.h"
 
 #include <algorithm>
+#include <new>
 
 #include "core/error.h"
 #include "kernels/ops.h"
@@ -30,7 +31,7 @@ int threads_for(int requested) {
 }
 }  // namespace
 
-Session::Session(const Model& model, const SessionOptions& opts)
+Session::Session(const Model& model, const SessionOptions& opts) try
     : model_(model),
       opts_(opts),
       pool_(std::make_unique<ThreadPool>(threads_for(opts.n_threads))),
@@ -39,6 +40,9 @@ Session::Session(const Model& model, const SessionOptions& opts)
       forward_(model, *pool_, std::max<int64_t>(1, std::min(opts.n_batch, cache_.n_ctx())), cache_.n_ctx(),
                opts.all_logits ? std::max<int64_t>(1, std::min(opts.n_batch, cache_.n_ctx())) : 1) {
   if (opts.n_batch < 1) fail("batch size must be at least 1, got {}", opts.n_batch);
+} catch (const std::bad_alloc&) {
+  fail("cannot allocate a session with a context of {} tokens and batches of {}: lower -c or --batch",
+       effective_context(model, opts.n_ctx), opts.n_batch);
 }
 
 std::span<const float> Session::append(std::span<const int32_t> tokens, const LogitsSink& sink) {

@@ -1,12 +1,11 @@
 #include "sizing/hf_config.h"
 
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "core/checked_math.h"
 #include "core/error.h"
+#include "core/printable.h"
+#include "io/text_file.h"
 #include "model/model_config.h"
 
 namespace tally {
@@ -25,6 +24,44 @@ uint64_t add(uint64_t a, uint64_t b) {
 }
 
 using nlohmann::json;
+
+// Real configs nest a few levels (text_config, rope_scaling, quantization_config).
+constexpr int kMaxJsonDepth = 64;
+
+// What a value is, for an error message: its type, and a scalar's value cut
+// short. Never the whole value: it may be megabytes, or nested too deeply to
+// print without exhausting the stack.
+std::string describe(const json& v) {
+  switch (v.type()) {
+    case json::value_t::object: return fmt::format("an object of {} keys", v.size());
+    case json::value_t::array: return fmt::format("an array of {} items", v.size());
+    case json::value_t::string: return fmt::format("the string \"{}\"", excerpt(v.get_ref<const std::string&>(), 40));
+    case json::value_t::boolean: return v.get<bool>() ? "true" : "false";
+    case json::value_t::number_integer: return fmt::format("{}", v.get<int64_t>());
+    case json::value_t::number_unsigned: return fmt::format("{}", v.get<uint64_t>());
+    case json::value_t::number_float: return fmt::format("{}", v.get<double>());
+    default: return v.type_name();
+  }
+}
+
+// Parses untrusted JSON: nesting deeper than kMaxJsonDepth is refused while
+// parsing, before any recursive walk of the value could run out of stack.
+json parse_config_json(const std::string& text, const std::string& source) {
+  const json::parser_callback_t limit_depth = [&source](int depth, json::parse_event_t event, json&) {
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+        depth >= kMaxJsonDepth)
+      fail("{}: JSON nested deeper than {} levels", source, kMaxJsonDepth);
+    return true;
+  };
+  try {
+    return json::parse(text, limit_depth);
+  } catch (const json::exception& e) {
+    PrintableOptions o;
+    o.max_bytes = 160;
+    o.escape_quotes = false;
+    fail("{}: not valid JSON: {}", source, printable(e.what(), o));
+  }
+}
 
 // Fields of one config section (the top level, or its text_config) with
 // errors that name the file and the field's full path.
@@ -46,9 +83,9 @@ class ConfigSection {
     const json* v = find(*sec_, key);
     if (v == nullptr) return std::nullopt;
     if (!v->is_number_integer())
-      fail("{}: '{}{}' must be a whole number, not {}", source_, prefix_, key, v->dump());
+      fail("{}: '{}{}' must be a whole number, not {}", source_, prefix_, key, describe(*v));
     if (v->is_number_unsigned() ? v->get<uint64_t>() > static_cast<uint64_t>(kMaxModelDim) : v->get<int64_t>() > kMaxModelDim)
-      fail("{}: '{}{}' = {} is too large", source_, prefix_, key, v->dump());
+      fail("{}: '{}{}' = {} is too large", source_, prefix_, key, describe(*v));
     const int64_t x = v->get<int64_t>();
     if (x <= 0) fail("{}: '{}{}' is {}; it must be positive", source_, prefix_, key, x);
     return x;
@@ -68,14 +105,14 @@ class ConfigSection {
   std::optional<std::string> get_string_either(const char* key) const {
     const json* v = find_either(key);
     if (v == nullptr) return std::nullopt;
-    if (!v->is_string()) fail("{}: '{}' must be a string, not {}", source_, key, v->dump());
+    if (!v->is_string()) fail("{}: '{}' must be a string, not {}", source_, key, describe(*v));
     return v->get<std::string>();
   }
 
   std::optional<bool> get_bool_either(const char* key) const {
     const json* v = find_either(key);
     if (v == nullptr) return std::nullopt;
-    if (!v->is_boolean()) fail("{}: '{}' must be true or false, not {}", source_, key, v->dump());
+    if (!v->is_boolean()) fail("{}: '{}' must be true or false, not {}", source_, key, describe(*v));
     return v->get<bool>();
   }
 
@@ -84,7 +121,7 @@ class ConfigSection {
     for (const json* j : {sec_, &top_})
       for (const char* key : {"torch_dtype", "dtype"})
         if (const json* v = find(*j, key)) {
-          if (!v->is_string()) fail("{}: '{}' must be a string, not {}", source_, key, v->dump());
+          if (!v->is_string()) fail("{}: '{}' must be a string, not {}", source_, key, describe(*v));
           return v->get<std::string>();
         }
     return std::nullopt;
@@ -136,12 +173,7 @@ uint64_t hf_dtype_bytes(std::string_view name) {
 }
 
 ModelShape shape_from_hf_config_text(const std::string& text, const std::string& source, bool want_weights) {
-  json top;
-  try {
-    top = json::parse(text);
-  } catch (const json::exception& e) {
-    fail("{}: not valid JSON: {}", source, e.what());
-  }
+  const json top = parse_config_json(text, source);
   const ConfigSection c(top, source);
   ModelShape s;
   s.source = source;
@@ -188,21 +220,15 @@ ModelShape shape_from_hf_config_text(const std::string& text, const std::string&
   const auto dtype = c.weights_dtype();
   if (!dtype) fail("{}: missing 'torch_dtype' or 'dtype' (needed for the weight bytes; or give --weights-bytes)", source);
   const uint64_t bytes = hf_dtype_bytes(*dtype);
-  if (bytes == 0) fail("{}: unknown weight dtype '{}' (give --weights-bytes)", source, *dtype);
+  if (bytes == 0) fail("{}: unknown weight dtype '{}' (give --weights-bytes)", source, excerpt(*dtype, 40));
   s.weights_dtype = *dtype;
   s.weights_bytes = mul(*s.parameters, bytes);
   return s;
 }
 
 ModelShape shape_from_hf_config(const std::string& path, bool want_weights) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) fail("{}: is a directory, not a config file", path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open the config file", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) fail("{}: read error", path);
-  return shape_from_hf_config_text(ss.str(), path, want_weights);
+  // Real configs are a few KiB; the limit only stops endless input.
+  return shape_from_hf_config_text(read_text_file(path, "config file", uint64_t{16} << 20), path, want_weights);
 }
 
 }  // namespace tally

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/printable.h"
 #include "tokenizer/byte_unicode.h"
 
 namespace tally {
@@ -49,7 +50,7 @@ BpeModel::BpeModel(const Vocab& vocab, const std::vector<std::string>& merges)
     // after the first character.
     const size_t sp = m.find(' ', 1);
     if (sp == std::string::npos)
-      fail("{}: tokenizer.ggml.merges[{}] = '{}' is not of the form 'A B'", source_, rank, m);
+      fail("{}: tokenizer.ggml.merges[{}] = '{}' is not of the form 'A B'", source_, rank, excerpt(m));
     const std::string_view a(m.data(), sp), b(m.data() + sp + 1, m.size() - sp - 1);
     const int32_t ia = vocab.find(a), ib = vocab.find(b);
     if (ia < 0 || ib < 0) continue;

@@ -2,8 +2,9 @@
 // Byte-level BPE (GPT-2 style) over one pre-token. Symbols start as one token
 // per byte (the byte's GPT-2 alphabet character) and the adjacent pair with
 // the lowest merge rank is merged until no ranked pair is left; ties go to the
-// leftmost pair. Bytes the vocabulary has no token for are dropped, like the
-// reference tokenizer does. Immutable after construction; thread-safe.
+// leftmost pair. Bytes the vocabulary has no token for are dropped here; the
+// Tokenizer replaces their characters by U+FFFD before they get here.
+// Immutable after construction; thread-safe.
 #include <array>
 #include <cstdint>
 #include <string>
@@ -26,6 +27,8 @@ class BpeModel {
   void encode_piece(std::string_view bytes, std::vector<int32_t>& out) const;
 
   size_t n_merges() const { return merges_.size(); }
+  // Whether the vocabulary has a token for this byte (its GPT-2 alphabet character).
+  bool has_byte(uint8_t b) const { return byte_token_[b] >= 0; }
 
  private:
   // The BPE itself, without the cache.

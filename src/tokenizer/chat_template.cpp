@@ -2,7 +2,7 @@
 
 #include "core/error.h"
 #include "io/gguf.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace tally {
 namespace {

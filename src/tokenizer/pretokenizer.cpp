@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "core/printable.h"
 
 namespace tally {
 namespace {
@@ -49,7 +50,7 @@ Pretokenizer::Pretokenizer(const std::string& pre) {
     ignore_merges_ = s.ignore_merges;
     return;
   }
-  fail("unsupported pre-tokenizer tokenizer.ggml.pre = '{}' (supported: {})", pre,
+  fail("unsupported pre-tokenizer tokenizer.ggml.pre = '{}' (supported: {})", excerpt(pre),
        fmt::join(known_names(), ", "));
 }
 

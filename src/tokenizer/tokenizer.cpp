@@ -4,8 +4,10 @@
 #include <optional>
 
 #include "core/error.h"
+#include "core/printable.h"
 #include "io/gguf.h"
 #include "tokenizer/bpe.h"
+#include "core/utf8.h"
 #include "tokenizer/byte_unicode.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/special_tokens.h"
@@ -68,7 +70,39 @@ struct Tokenizer::Impl {
   std::vector<uint8_t> end_of_gen;
 
   void encode_text(std::string_view text, bool space_prefix, std::vector<int32_t>& out) const;
+  // `text` with every UTF-8 sequence (or ill-formed subpart) that holds a byte
+  // the byte-level vocabulary has no token for replaced by U+FFFD; `at` is
+  // the offset of `text` in the whole input, for the stats. Returns `text`
+  // itself when nothing needs replacing.
+  std::string_view spellable(std::string_view text, size_t at, std::string& scratch,
+                             Tokenizer::EncodeStats& stats) const;
 };
+
+std::string_view Tokenizer::Impl::spellable(std::string_view text, size_t at, std::string& scratch,
+                                            Tokenizer::EncodeStats& stats) const {
+  auto spelled = [this](std::string_view s) {
+    for (char c : s)
+      if (!bpe->has_byte(static_cast<uint8_t>(c))) return false;
+    return true;
+  };
+  if (!bpe || spelled(text)) return text;
+  if (!spelled(utf8::kReplacement))
+    fail("{}: the text has bytes this vocabulary has no token for, and no token for U+FFFD to replace them with",
+         vocab.source);
+  scratch.clear();
+  for (size_t i = 0; i < text.size();) {
+    const size_t len = utf8::decode(text.substr(i)).len;  // a character, an ill-formed subpart or the tail
+    const std::string_view unit = text.substr(i, len);
+    if (spelled(unit)) {
+      scratch.append(unit);
+    } else {
+      if (stats.replaced++ == 0) stats.first_replaced = at + i;
+      scratch.append(utf8::kReplacement);
+    }
+    i += len;
+  }
+  return scratch;
+}
 
 Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
   auto impl = std::make_shared<Impl>();
@@ -97,13 +131,17 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
            "tokenizer.ggml.merges", f.path());
     std::vector<std::string> merges;
     merges.reserve(arr.size());
-    for (const auto& m : arr) merges.push_back(m.as_string("tokenizer.ggml.merges"));
+    for (size_t k = 0; k < arr.size(); ++k) {
+      if (arr[k].type != GgufType::STRING)
+        fail("{}: tokenizer.ggml.merges[{}] is a {}, expected a string", f.path(), k, gguf_type_name(arr[k].type));
+      merges.push_back(arr[k].s);
+    }
     impl->bpe.emplace(v, merges);
   } else if (v.model == "llama") {
     impl->spm.emplace(impl->vocab);
   } else {
     fail("{}: unsupported tokenizer.ggml.model = '{}' (supported: gpt2, llama)", f.path(),
-         v.model);
+         excerpt(v.model));
   }
   impl->splitter.emplace(v);
 
@@ -172,8 +210,8 @@ void Tokenizer::Impl::encode_text(std::string_view text, bool space_prefix,
   spm->encode(escaped, out);
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
-                                       bool parse_special) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special,
+                                       EncodeStats* stats) const {
   const Impl& m = *impl_;
   // Symbol positions are 32-bit.
   if (text.size() > static_cast<size_t>(INT32_MAX / 4))
@@ -188,13 +226,17 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
   // SentencePiece adds its space prefix at the start of the text and after
   // every special token, like the reference implementation.
   bool after_special = true;
+  EncodeStats local;
+  std::string scratch;
   for (const TextFragment& fr : frags) {
     if (fr.token >= 0) {
       out.push_back(fr.token);
       after_special = true;
       continue;
     }
-    m.encode_text(fr.text, m.spm && m.vocab.add_space_prefix && after_special, out);
+    const std::string_view piece =
+        m.spellable(fr.text, static_cast<size_t>(fr.text.data() - text.data()), scratch, stats ? *stats : local);
+    m.encode_text(piece, m.spm && m.vocab.add_space_prefix && after_special, out);
     after_special = false;
   }
 

@@ -24,10 +24,17 @@ class Tokenizer {
   // add_eos_token say. parse_special: text of control tokens (e.g.
   // "<|im_start|>") becomes that token; otherwise it is tokenized as text.
   // User-defined tokens are always matched. Any bytes are accepted: ill-formed
-  // UTF-8 is tokenized byte by byte; a byte a byte-level vocabulary has no
-  // token for is dropped (as the reference does), and a character a
+  // UTF-8 is tokenized byte by byte. Nothing is dropped: in a byte-level
+  // vocabulary, a character (or ill-formed sequence) with a byte that has no
+  // token becomes U+FFFD, the replacement character (throws if the vocabulary
+  // cannot spell U+FFFD either); `stats` counts them. A character a
   // SentencePiece vocabulary cannot spell becomes byte tokens or <unk>.
-  std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
+  struct EncodeStats {
+    size_t replaced = 0;        // characters replaced by U+FFFD
+    size_t first_replaced = 0;  // byte offset of the first of them in the text
+  };
+  std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special,
+                              EncodeStats* stats = nullptr) const;
 
   // The bytes the ids stand for (not necessarily valid UTF-8 for an arbitrary
   // id sequence). Control tokens render as their text only when

@@ -1,5 +1,8 @@
 #include "tokenizer/vocab.h"
 
+#include <cfloat>
+#include <cmath>
+
 #include "core/error.h"
 #include "io/gguf.h"
 
@@ -59,8 +62,12 @@ Vocab Vocab::from_gguf(const GgufFile& f) {
     if (sc.size() != toks.size())
       fail("{}: tokenizer.ggml.scores has {} entries but there are {} tokens", f.path(),
            sc.size(), toks.size());
-    for (size_t i = 0; i < sc.size(); ++i)
-      v.scores[i] = static_cast<float>(sc[i].as_f64("tokenizer.ggml.scores"));
+    for (size_t i = 0; i < sc.size(); ++i) {
+      const double x = sc[i].as_f64("tokenizer.ggml.scores");
+      if (!(std::fabs(x) <= FLT_MAX))  // also NaN: the float cast of anything else is undefined
+        fail("{}: tokenizer.ggml.scores[{}] = {} is not a finite float", f.path(), i, x);
+      v.scores[i] = static_cast<float>(x);
+    }
   }
 
   v.bos = read_id(f, "tokenizer.ggml.bos_token_id", n);

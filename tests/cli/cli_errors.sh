@@ -28,14 +28,33 @@ expect_error() {
   fi
 }
 
-# expect_ok NAME PATTERN CMD...: exit 0 and stdout matching PATTERN.
-expect_ok() {
-  local name="$1" pattern="$2"
-  shift 2
+# expect_zero STREAM NAME PATTERN CMD...: exit 0 and STREAM (out or err) matching PATTERN.
+expect_zero() {
+  local stream="$1" name="$2" pattern="$3"
+  shift 3
   "$@" >"$tmp/out" 2>"$tmp/err"
   local rc=$?
-  if [ "$rc" -ne 0 ] || ! grep -qE -- "$pattern" "$tmp/out"; then
+  if [ "$rc" -ne 0 ] || ! grep -qE -- "$pattern" "$tmp/$stream"; then
     echo "FAIL $name: rc=$rc, stdout: $(head -c 300 "$tmp/out"), stderr: $(head -c 300 "$tmp/err")"
+    failures=$((failures + 1))
+  else
+    passes=$((passes + 1))
+  fi
+}
+# expect_ok NAME PATTERN CMD...: exit 0 and stdout matching PATTERN.
+expect_ok() { expect_zero out "$@"; }
+# expect_warned NAME PATTERN CMD...: exit 0 and a warning matching PATTERN on stderr.
+expect_warned() { expect_zero err "$@"; }
+
+# expect_full NAME CMD...: with stdout on a full device, exit 1 and say so.
+expect_full() {
+  local name="$1"
+  shift
+  "$@" >/dev/full 2>"$tmp/err"
+  local rc=$?
+  if [ "$rc" -ne 1 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] ||
+      ! grep -q "cannot write the output to stdout: No space left on device" "$tmp/err"; then
+    echo "FAIL $name: rc=$rc, stderr: $(head -c 400 "$tmp/err")"
     failures=$((failures + 1))
   else
     passes=$((passes + 1))
@@ -45,7 +64,32 @@ expect_ok() {
 printf 'NOPE0000000000000000000000' >"$tmp/badmagic.gguf"
 expect_error "missing file" "cannot open" "$tally" inspect -m "$tmp/none.gguf"
 expect_error "wrong magic" "not a GGUF file" "$tally" inspect -m "$tmp/badmagic.gguf"
-expect_error "unknown subcommand" "" "$tally" frobnicate
+expect_error "unknown subcommand" "unknown command 'frobnicate' \\(commands: inspect, " "$tally" frobnicate
+expect_error "unknown lab subcommand" "unknown command 'frob' \\(lab commands: causal" "$tally" lab frob
+
+# Files: a FIFO as a model is refused at once; a directory is never read as empty text.
+mkfifo "$tmp/fifo.gguf"
+expect_error "FIFO as a model" "fifo.gguf: not a regular file \\(a FIFO\\)" timeout 10 "$tally" inspect -m "$tmp/fifo.gguf"
+expect_error "FIFO as a model (kv-plan)" "not a regular file \\(a FIFO\\)" timeout 10 "$tally" kv-plan -m "$tmp/fifo.gguf"
+expect_error "directory as config" "is a directory, not a config file" "$tally" kv-plan --config "$tmp"
+# Numbers: no wrap, no saturation, no octal, hex, inf or nan; byte sizes through one parser.
+expect_error "-n above int64" "--n-predict: 99999999999999999999 is out of range" "$tally" run -p hi -n 99999999999999999999
+expect_error "negative seed" "--seed: -1 is out of range \\(0 to 18446744073709551615\\)" "$tally" run -p hi --seed -1
+expect_error "hex count" "--n-predict: '0x10' is not a whole decimal number" "$tally" run -p hi -n 0x10
+expect_error "infinite temperature" "--temp: 'inf' is not a finite decimal number" "$tally" run -p hi --temp inf
+expect_error "negative kv budget" "--kv-budget '-1' is not a byte count" "$tally" run -p hi --kv-budget -1
+expect_error "-c above the limit" "--ctx: 36028797018963968 is out of range \\(0 to 16777216\\)" "$tally" run -p hi -c 36028797018963968
+expect_error "-c at int64 max" "--ctx: 9223372036854775807 is out of range" "$tally" run -p hi -c 9223372036854775807
+expect_error "thread count far above the cores" "--threads: 100000 is out of range \\(0 to 1024\\)" "$tally" run -p hi -t 100000
+expect_error "batch above the limit" "--batch: 1000000 is out of range \\(1 to 8192\\)" "$tally" run -p hi --batch 1000000
+expect_error "empty model path" "--model: the path is empty" "$tally" run -m '' -p hi
+expect_error "empty model path (tokenize)" "--model: the path is empty" "$tally" tokenize -m '' hi
+expect_error "empty config path" "--config: the path is empty" "$tally" kv-plan --config ''
+expect_error "serve --parallel times 2048 would overflow" "--parallel: 9000000000000000 is out of range \\(1 to 8192\\)" "$tally" serve --parallel 9000000000000000
+# Output that cannot be written is an error, never lost with exit 0.
+if [ -w /dev/full ]; then
+  expect_full "kv-plan to a full device" "$tally" kv-plan --layers 2 --heads 2 --kv-heads 1 --head-dim 8 --json
+fi
 # The vocabulary-only GGUF comes from ../shared, beside the project.
 if [ -f "$vocab" ]; then
   expect_error "tokenize without text" "give a TEXT" "$tally" tokenize -m "$vocab"
@@ -53,6 +97,13 @@ if [ -f "$vocab" ]; then
   expect_ok "tokenize vocab-only" "^[0-9]+( [0-9]+)*$" "$tally" tokenize -m "$vocab" "Hello world"
   expect_ok "tokenize json" '"pieces"' "$tally" tokenize -m "$vocab" --json "Hello world"
   expect_ok "detokenize vocab-only" "Hello" "$tally" detokenize -m "$vocab" 8302 5810
+  # Bytes the vocabulary has no token for become U+FFFD with a warning, never dropped.
+  printf 'a\xffb' >"$tmp/ff.txt"
+  expect_ok "0xFF is not dropped" "^[0-9]+ [0-9]+ [0-9]+$" "$tally" tokenize -m "$vocab" -f "$tmp/ff.txt"
+  expect_warned "0xFF is replaced with a warning" "the text file has 1 character with bytes this vocabulary has no token for \\(the first at byte 1\\); it was replaced by U\\+FFFD" "$tally" tokenize -m "$vocab" -f "$tmp/ff.txt"
+  expect_error "directory as text" "is a directory, not a text file" "$tally" tokenize -m "$vocab" -f "$tmp"
+  expect_error "endless text" "/dev/zero: the text file holds more than the limit" "$tally" tokenize -m "$vocab" -f /dev/zero
+  [ -w /dev/full ] && expect_full "tokenize to a full device" "$tally" tokenize -m "$vocab" "Hello world" --json
   [ -f "$model" ] && expect_error "vocab-only model cannot run" "not supported|missing tensor|cannot multiply" "$tally" run -m "$vocab" -p hi -n 1
 else
   echo "note: shared test data not found at $vocab; its checks skipped"
@@ -60,9 +111,14 @@ else
 fi
 expect_ok "kv-plan qwen3-vl-4b" "147456 B \\(144.00 KiB\\)" "$tally" kv-plan --layers 36 --heads 32 --kv-heads 8 --head-dim 128 --dtype bf16
 expect_error "serve queue zero" "--queue must be at least 1, got 0" "$tally" serve --queue 0
-expect_error "serve parallel zero" "--parallel must be at least 1, got 0" "$tally" serve --parallel 0
+expect_error "serve parallel zero" "--parallel: 0 is out of range \\(1 to 8192\\)" "$tally" serve --parallel 0
 expect_error "serve port out of range" "--port must be in" "$tally" serve --port 70000
 expect_error "kv-plan heads not divisible" "not divisible by --kv-heads 5" "$tally" kv-plan --layers 36 --heads 32 --kv-heads 5 --head-dim 128
+# One case per class of hostile input (docs/reliability.md).
+python3 -c 'n = 100000; print("{\"num_hidden_layers\": " + "[" * n + "]" * n + "}")' >"$tmp/deep.json"
+expect_error "config nested 100000 deep" "deep.json: JSON nested deeper than 64 levels" "$tally" kv-plan --config "$tmp/deep.json"
+python3 -c 'print("{\"num_hidden_layers\": \"" + "x" * 3000000 + "\"}")' >"$tmp/huge.json"
+expect_error "config value of 3 MB" "not the string \"x+\.\.\. \(3000000 bytes\)\"$" "$tally" kv-plan --config "$tmp/huge.json"
 expect_error "kv-plan budget below weights" "smaller than the weights" "$tally" kv-plan --layers 36 --heads 32 --kv-heads 8 --head-dim 128 --weights-bytes 8GiB --budget 4GiB
 
 if [ -f "$model" ]; then
@@ -74,7 +130,7 @@ if [ -f "$model" ]; then
   expect_error "unknown kernel level" "--simd must be" "$tally" run -p hi --simd sse9
   expect_ok "scalar kernels" "Paris" "$tally" run -p "The capital of France is" -n 4 --temp 0 --simd scalar
   expect_error "negative -n" "-n must be" "$tally" run -p hi -n -1
-  expect_error "zero threads is fine but negative is not" "-t must be" "$tally" run -p hi -t -2
+  expect_error "zero threads is fine but negative is not" "--threads: -2 is out of range" "$tally" run -p hi -t -2
   expect_error "prompt longer than context" "more than the .* left in the context" "$tally" run -c 8 -p "one two three four five six seven eight nine ten eleven twelve"
   expect_error "context over the memory budget" "needs .* more than the memory budget" "$tally" run -c 4096 --kv-budget 1000000 -p hi
   expect_ok "inspect" "blk.0.attn_q.weight" "$tally" inspect
@@ -82,6 +138,54 @@ if [ -f "$model" ]; then
   expect_ok "greedy run" "Paris" "$tally" run -p "The capital of France is" -n 8 --temp 0
   expect_ok "run json" '"decode_tps"' "$tally" run -p "Hello" -n 4 --json
   expect_ok "logits" "pos" "$tally" logits -p "Hello there" --top 3
+  if [ -w /dev/full ]; then
+    expect_full "run to a full device" "$tally" run -p hi -n 4
+    expect_full "inspect to a full device" "$tally" inspect
+  fi
+  expect_error "directory as perplexity text" "is a directory, not a text file" "$tally" perplexity -f "$tmp"
+  expect_error "FIFO as a model (run)" "not a regular file \\(a FIFO\\)" timeout 10 "$tally" run -m "$tmp/fifo.gguf" -p hi
+  rep=$(printf '\xef\xbf\xbd')  # U+FFFD
+  # Metadata the file cannot back, or that would be ignored, or printed raw (tests/cli/gguf_edit.py edits a copy).
+  edit() { python3 "$(dirname "$0")/gguf_edit.py" "$model" "$tmp/$1" "${@:2}"; }
+  edit blocks.gguf set llama.block_count u32 2147483648
+  expect_error "block_count 2^31" "llama.block_count = 2147483648, but the file has tensors for 30 blocks" "$tally" run -m "$tmp/blocks.gguf" -p hi
+  edit fewblocks.gguf set llama.block_count u32 20
+  expect_error "block_count below the blocks present" "llama.block_count = 20, but the file has tensors of block 29" "$tally" run -m "$tmp/fewblocks.gguf" -p hi
+  edit rope.gguf set llama.rope.freq_base f32 inf
+  expect_error "infinite rope.freq_base" "'llama.rope.freq_base' = inf must be a positive finite number" "$tally" run -m "$tmp/rope.gguf" -p hi
+  edit eps.gguf set llama.attention.layer_norm_rms_epsilon f64 1e300
+  expect_error "rms_eps beyond float" "layer_norm_rms_epsilon' = 1e\\+300 must be a positive finite number" "$tally" run -m "$tmp/eps.gguf" -p hi
+  edit heads.gguf set llama.attention.head_count u32 1002
+  expect_error "1002 heads" "heads.gguf: cannot derive the head size: llama.embedding_length = 576 is not a multiple of llama.attention.head_count = 1002$" "$tally" run -m "$tmp/heads.gguf" -p hi
+  edit typed.gguf set llama.context_length str "'8k'"
+  expect_error "type error names the file" "typed.gguf: metadata 'llama.context_length' is a string, expected an integer" "$tally" run -m "$tmp/typed.gguf" -p hi
+  edit vocab.gguf set llama.vocab_size u32 49152 truncate tokenizer.ggml.tokens 49000 truncate tokenizer.ggml.token_type 49000
+  expect_error "tokenizer smaller than the model" "the tokenizer has 49000 tokens but the model has 49152 rows of logits" "$tally" run -m "$tmp/vocab.gguf" -p hi
+  edit escapes.gguf set general.name str "b'\x1b[2J\x07'" rename general.license "b'general.lic\xffnse'"
+  expect_ok "inspect escapes ESC and BEL" '"\\x1b\[2J\\x07"' "$tally" inspect -m "$tmp/escapes.gguf"
+  "$tally" inspect -m "$tmp/escapes.gguf" >"$tmp/out" 2>&1
+  if grep -q "$(printf '\x1b')" "$tmp/out"; then echo "FAIL inspect printed a raw ESC"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
+  expect_ok "inspect json of a non-UTF-8 key" "\"general.lic${rep}nse\"" "$tally" inspect --json -m "$tmp/escapes.gguf"
+  rm -f "$tmp"/{blocks,fewblocks,rope,eps,heads,typed,vocab,escapes}.gguf
+  expect_warned "a prompt of only 0xFF runs" "the prompt has 2 characters .* each was replaced by U\\+FFFD" "$tally" run -p "$(printf '\xff\xfe')" -n 2
+  printf 'The cat sat on the mat.\xc0 The dog sat on the log.\n' >"$tmp/ppl.txt"
+  expect_warned "perplexity says what it replaced" "the text file has 1 character" "$tally" perplexity -f "$tmp/ppl.txt" -c 8
+  # --plot paths reach no shell and no gnuplot command: '|cmd' and a newline are plain (bad) file names.
+  if command -v gnuplot >/dev/null; then
+    expect_error "plot path starting with |" "cannot write the plot" "$tally" lab speedup --prompt-tokens 4 --gen-tokens 2 --plot "|touch $tmp/pwned" --json
+    expect_error "plot path with a newline" "cannot write the plot" "$tally" lab speedup --prompt-tokens 4 --gen-tokens 2 --json \
+      --plot "$(printf 'x.png"\nsystem "touch %s/pwned2"\nset output "y' "$tmp")"
+    if [ -e "$tmp/pwned" ] || [ -e "$tmp/pwned2" ]; then echo "FAIL --plot ran a command"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
+    expect_ok "plot to a plain path" '"points"' "$tally" lab speedup --prompt-tokens 4 --gen-tokens 2 --json --plot "$tmp/plot.png"
+  fi
+  expect_ok "kv budget with a unit" "Paris" "$tally" run -p "The capital of France is" -n 4 --temp 0 --kv-budget 1GiB
+  # Paths and file text that are not UTF-8 come out of every JSON writer as U+FFFD.
+  ln -s "$model" "$tmp/m$(printf '\xff').gguf"
+  expect_ok "inspect json of a non-UTF-8 path" "\"path\": \".*/m$rep\\.gguf\"" "$tally" inspect --json -m "$tmp/m$(printf '\xff').gguf"
+  expect_ok "kv-plan json of a non-UTF-8 path" "\"source\": \".*/m$rep\\.gguf\"" "$tally" kv-plan --json -m "$tmp/m$(printf '\xff').gguf"
+  # More threads than cores: a warning, and the run goes on.
+  "$tally" run -p hi -n 1 -t 64 >"$tmp/out" 2>"$tmp/err"
+  if [ $? -ne 0 ] || { [ "$(nproc)" -lt 64 ] && ! grep -q "more threads than the .* cores" "$tmp/err"; }; then echo "FAIL -t above the cores: $(cat "$tmp/err")"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
   expect_error "parallel zero" "--parallel must be at least 1, got 0" "$tally" run -p hi --parallel 0
   expect_error "beam zero" "--beam must be at least 1, got 0" "$tally" run -p hi --beam 0
   expect_error "beam with parallel" "--beam and --parallel" "$tally" run -p hi --beam 2 --parallel 2

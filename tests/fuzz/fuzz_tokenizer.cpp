@@ -1,7 +1,8 @@
 // libFuzzer target for the tokenizers: arbitrary bytes (any UTF-8 validity)
 // are encoded with special-token parsing off and on, decoded, and streamed.
-// Checks, beyond "no crash": decoding gives the input back (minus bytes the
-// vocabulary cannot spell), and streaming equals sanitized decoding.
+// Checks, beyond "no crash": decoding gives the input back, except that each
+// character or ill-formed sequence with a byte the vocabulary cannot spell is
+// U+FFFD (and counted as replaced), and streaming equals sanitized decoding.
 //
 // Vocabulary: $TALLY_FUZZ_VOCAB, else the StarCoder vocabulary of the shared
 // tokenizer test data (the same pre-tokenizer path as SmolLM2). The
@@ -16,7 +17,7 @@
 #include "io/gguf.h"
 #include "tokenizer/stream_decoder.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 #ifndef TALLY_SHARED_DIR
 #define TALLY_SHARED_DIR TALLY_SOURCE_DIR "/../shared"
@@ -35,8 +36,10 @@ std::unique_ptr<Loaded> load(const std::string& path) {
   auto l = std::make_unique<Loaded>();
   l->file = std::make_unique<tally::GgufFile>(path);
   l->tok = std::make_unique<tally::Tokenizer>(tally::Tokenizer::from_gguf(*l->file));
-  for (int b = 0; b < 256; ++b)
-    l->representable[b] = !l->tok->encode(std::string(1, static_cast<char>(b)), false, false).empty();
+  for (int b = 0; b < 256; ++b) {
+    const std::string one(1, static_cast<char>(b));
+    l->representable[b] = l->tok->decode(l->tok->encode(one, false, false)) == one;
+  }
   return l;
 }
 
@@ -48,17 +51,32 @@ std::unique_ptr<Loaded> load(const std::string& path) {
 void check(const Loaded& l, const std::string& text) {
   const tally::Tokenizer& tok = *l.tok;
   const bool bpe = tok.model_name() == "gpt2";
-  std::string spelled;  // the input without the bytes the vocabulary cannot spell
-  for (char c : text)
-    if (!bpe || l.representable[static_cast<uint8_t>(c)]) spelled.push_back(c);
+  // The input as the vocabulary spells it: every UTF-8 unit (a character, an
+  // ill-formed subpart, an incomplete tail) with a byte it has no token for is U+FFFD.
+  std::string spelled;
+  size_t replaced = 0;
+  for (size_t i = 0; i < text.size();) {
+    const size_t len = tally::utf8::decode(std::string_view(text).substr(i)).len;
+    bool ok = true;
+    for (size_t k = i; k < i + len; ++k) ok = ok && (!bpe || l.representable[static_cast<uint8_t>(text[k])]);
+    if (ok) {
+      spelled.append(text, i, len);
+    } else {
+      spelled.append(tally::utf8::kReplacement);
+      ++replaced;
+    }
+    i += len;
+  }
 
   for (bool parse_special : {false, true}) {
-    const std::vector<int32_t> ids = tok.encode(text, true, parse_special);
+    tally::Tokenizer::EncodeStats stats;
+    const std::vector<int32_t> ids = tok.encode(text, true, parse_special, &stats);
     for (int32_t id : ids)
       if (id < 0 || id >= tok.n_vocab()) violated("id out of range");
     const std::string rendered = tok.decode(ids, true);
     const std::string plain = tok.decode(ids, false);
     if (bpe && rendered != spelled) violated("byte-level round trip");
+    if (bpe && !parse_special && stats.replaced != replaced) violated("replacement count");
     // SentencePiece: a literal U+2581 in the text decodes as a space.
     if (!bpe && !parse_special && text.find("\xE2\x96\x81") == std::string::npos && plain != text)
       violated("SentencePiece round trip");

@@ -272,7 +272,7 @@ TEST(KvPlanGguf, PlannerAndModelConfigAgree) {
   }
   EXPECT_EQ(shape_from_gguf(open_image(cases[0], "m.gguf")).head_dim, 16);
   EXPECT_EQ(shape_from_gguf(open_image(cases[1], "m.gguf")).head_dim, 32);
-  expect_error([&] { ModelConfig::from_gguf(open_image(cases[2], "m.gguf")); }, {"m.gguf", "66", "not divisible"});
+  expect_error([&] { ModelConfig::from_gguf(open_image(cases[2], "m.gguf")); }, {"m.gguf", "66", "not a multiple"});
   expect_error([&] { ModelConfig::from_gguf(open_image(cases[3], "m.gguf")); }, {"m.gguf", "value_length = 8"});
 }
 

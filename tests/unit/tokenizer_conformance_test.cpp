@@ -9,7 +9,7 @@
 
 #include "io/gguf.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 #include "tokenizer_test_util.h"
 
 namespace tally {

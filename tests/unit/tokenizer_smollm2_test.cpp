@@ -15,7 +15,7 @@
 #include "tokenizer/chat_template.h"
 #include "tokenizer/stream_decoder.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace tally {
 namespace {
@@ -84,7 +84,15 @@ TEST_F(SmolLM2Tokenizer, MatchesHuggingFace) {
   for (const auto& c : fx["cases"]) {
     const auto text = c["text"].get<std::string>();
     const bool parse_special = c["parse_special"].get<bool>();
-    const auto expected = c["ids"].get<std::vector<int32_t>>();
+    auto expected = c["ids"].get<std::vector<int32_t>>();
+    // The one documented difference (docs/reliability.md): HF drops the bytes
+    // SmolLM2 has no token for (0x04, and the lead byte 0xF1 of U+50000, whose
+    // continuation bytes then stand alone); tally replaces each such character
+    // by U+FFFD (id 24211) and says so.
+    if (text == "a\x04" "b\U00050000c") {
+      ASSERT_EQ(expected, (std::vector<int32_t>{81, 82, 234, 218, 218, 83}));
+      expected = {81, 24211, 82, 24211, 83};
+    }
     const std::vector<int32_t> got = tok_->encode(text, false, parse_special);
     ++n;
     if (got == expected)
@@ -93,7 +101,8 @@ TEST_F(SmolLM2Tokenizer, MatchesHuggingFace) {
       ADD_FAILURE() << "text \"" << text << "\" parse_special=" << parse_special
                     << "\n  expected:" << ids_string(expected) << "\n  got:     " << ids_string(got);
     // HF decodes to a Python str, with U+FFFD for bytes that are not UTF-8.
-    EXPECT_EQ(utf8::sanitize(tok_->decode(expected, true)), c["decoded"].get<std::string>()) << text;
+    EXPECT_EQ(utf8::sanitize(tok_->decode(c["ids"].get<std::vector<int32_t>>(), true)), c["decoded"].get<std::string>())
+        << text;
   }
   EXPECT_EQ(passed, n);
   EXPECT_GE(n, 60u);

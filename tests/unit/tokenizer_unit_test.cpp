@@ -14,7 +14,7 @@
 #include "tokenizer/byte_unicode.h"
 #include "tokenizer/stream_decoder.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 #include "tokenizer_test_util.h"
 
 namespace tally {
@@ -387,13 +387,33 @@ TEST(TokenizerRobustness, IllFormedUtf8RoundTrips) {
   }
 }
 
-TEST(TokenizerRobustness, BytesWithoutTokenAreDropped) {
+TEST(TokenizerRobustness, BytesWithoutTokenBecomeTheReplacementCharacter) {
   TALLY_NEED_SHARED();
-  // StarCoder's vocabulary has no token for 0xC0, 0xC1, 0xF1 or 0xF5..0xFF.
+  // StarCoder's vocabulary has no token for 0xC0, 0xC1, 0xF1 or 0xF5..0xFF:
+  // each character or ill-formed sequence holding one becomes U+FFFD, counted.
   const auto g = test::load_vocab("ggml-vocab-starcoder.gguf");
   const Tokenizer t = Tokenizer::from_gguf(*g);
-  EXPECT_EQ(t.decode(t.encode("a\xFF" "b \xC0x", false, false)), "ab x");
-  EXPECT_TRUE(t.encode("\xFE\xFF", false, true).empty());
+  const std::string r(utf8::kReplacement);
+  Tokenizer::EncodeStats stats;
+  EXPECT_EQ(t.decode(t.encode("a\xFF" "b \xC0x", false, false, &stats)), "a" + r + "b " + r + "x");
+  EXPECT_EQ(stats.replaced, 2u);
+  EXPECT_EQ(stats.first_replaced, 1u);
+  // A prompt of only such bytes is not empty.
+  stats = {};
+  EXPECT_EQ(t.decode(t.encode("\xFE\xFF", false, true, &stats)), r + r);
+  EXPECT_EQ(stats.replaced, 2u);
+  // A well-formed character with such a lead byte (U+40000 starts with 0xF1) is one U+FFFD.
+  stats = {};
+  EXPECT_EQ(t.decode(t.encode("x\xF1\x80\x80\x80y", false, false, &stats)), "x" + r + "y");
+  EXPECT_EQ(stats.replaced, 1u);
+  // Offsets count from the start of the input, across special tokens.
+  stats = {};
+  (void)t.encode("<|endoftext|>ab\xFF", false, true, &stats);
+  EXPECT_EQ(stats.first_replaced, 15u);
+  // Bytes the vocabulary can spell go through unchanged, even when ill-formed.
+  stats = {};
+  EXPECT_EQ(t.decode(t.encode("a\x80\xE4\xBD", false, false, &stats)), "a\x80\xE4\xBD");
+  EXPECT_EQ(stats.replaced, 0u);
 }
 
 TEST(TokenizerRobustness, LongRuns) {

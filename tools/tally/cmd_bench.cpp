@@ -10,6 +10,8 @@
 #include "bench/machine_probe.h"
 #include "bench/progress.h"
 #include "commands.h"
+#include "option_checks.h"
+#include "output.h"
 #include "core/byte_size.h"
 #include "core/error.h"
 #include "kernels/cpu_features.h"
@@ -32,11 +34,13 @@ void add_bench(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("bench", "Prefill (pp) and decode (tg) tokens/s at given depths and thread counts");
-  cmd->add_option("-m,--model", o->m.model, "GGUF model (default: the installed default model)");
+  cmd->add_option("-m,--model", o->m.model, "GGUF model (default: the installed default model)")->check(nonempty_path());
   cmd->add_option("-p", o->n_prompt, "Prompt tokens for the pp test (0: skip)")->capture_default_str();
   cmd->add_option("-n", o->n_gen, "Generated tokens for the tg test (0: skip)")->capture_default_str();
   cmd->add_option("-d", o->depths, "Cache depths before each test, comma-separated")->delimiter(',');
-  cmd->add_option("-t", o->threads, "Thread counts, comma-separated (default: all cores)")->delimiter(',');
+  cmd->add_option("-t", o->threads, "Thread counts, comma-separated (default: all cores)")
+      ->delimiter(',')
+      ->transform(integer_in(1, kMaxThreads));
   cmd->add_option("-r", o->reps, "Repetitions per test")->capture_default_str();
   cmd->add_option("--cache-type", o->m.cache_type, "KV cache number format: f16 or f32")->capture_default_str();
   add_simd_options(cmd, o->m);
@@ -81,7 +85,7 @@ void add_bench(CLI::App& app) {
         fmt::print("machine, {} thread(s): read {:.1f} GB/s, f32 FMA peak {:.1f} GFLOP/s, int8 peak {:.1f} GOP/s ({}; {})\n",
                    l.threads, l.read_gbps, l.fma_gflops, l.int8_gops, l.simd, l.int8_kind);
     if (o->probe_only) {
-      if (o->json) fmt::print("{}\n", j.dump(2));
+      if (o->json) print_json(j, 2);
       return;
     }
     LoadedModel lm = load_model(o->m);
@@ -105,7 +109,7 @@ void add_bench(CLI::App& app) {
       }
       if (o->json) {
         j["ttft_results"] = jr;
-        fmt::print("{}\n", j.dump(2));
+        print_json(j, 2);
       }
       return;
     }
@@ -132,7 +136,7 @@ void add_bench(CLI::App& app) {
             fmt::print("| {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.2f} | {} |\n", r.threads, r.parallel, r.prefill_tps,
                        r.decode_tps, r.decode_tps / static_cast<double>(r.parallel), r.ms_per_step,
                        format_bytes(r.peak_kv_bytes));
-            std::fflush(stdout);
+            flush_stdout();
           },
           draw);
       progress.clear();
@@ -146,7 +150,7 @@ void add_bench(CLI::App& app) {
         j["n_gen"] = pb.n_gen;
         j["simd"] = simd_level_name(simd_level());
         j["parallel_results"] = jr;
-        fmt::print("{}\n", j.dump(2));
+        print_json(j, 2);
       }
       return;
     }
@@ -180,7 +184,7 @@ void add_bench(CLI::App& app) {
                      r.tps_mean, r.tps_stddev, tg ? fmt::format("{:.1f} MB", r.bytes_per_token / 1e6) : "",
                      tg ? fmt::format("{:.1f}", r.gbps) : "", tg ? "" : fmt::format("{:.1f}", r.gflops),
                      tg ? "" : fmt::format("{:.1f}", r.int8_gops), limit_text(r));
-          std::fflush(stdout);
+          flush_stdout();
         },
         draw);
     progress.clear();
@@ -196,7 +200,7 @@ void add_bench(CLI::App& app) {
       j["weight_bytes"] = lm.model->weight_bytes();
       j["simd"] = simd_level_name(simd_level());
       j["results"] = jr;
-      fmt::print("{}\n", j.dump(2));
+      print_json(j, 2);
     }
   });
 }

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "encode_input.h"
+#include "output.h"
 #include "kv/kv_storage.h"
 #include "model_options.h"
 #include "runtime/embedder.h"
@@ -28,7 +30,7 @@ void add_embed(CLI::App& app) {
   cmd->callback([o] {
     const Pooling pool = pooling_from_name(o->pool);
     LoadedModel lm = load_model(o->m);
-    const auto ids = lm.tokenizer->encode(o->prompt, true, true);
+    const auto ids = encode_input(*lm.tokenizer, o->prompt, true, true, "the prompt");
     const Embedding e = embed(*lm.model, ids, o->layer, pool, o->m.threads);
     const int64_t layer = o->layer < 0 ? lm.model->config().n_layer : o->layer;
     if (o->json) {
@@ -38,7 +40,7 @@ void add_embed(CLI::App& app) {
       nlohmann::json j{{"tokens", ids.size()}, {"layer", layer}, {"pool", o->pool}, {"dim", e.dim},
                        {"kv_cache_bytes", KvStorage::live_bytes()},
                        {"embedding", pool == Pooling::None ? rows : rows[0]}};
-      fmt::print("{}\n", j.dump());
+      print_json(j);
     } else {
       fmt::print("{} tokens, layer {}, pool {}, dim {}, KV cache bytes allocated: {}\n", ids.size(), layer, o->pool,
                  e.dim, KvStorage::live_bytes());

@@ -6,6 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "core/printable.h"
+#include "core/utf8.h"
+#include "option_checks.h"
+#include "output.h"
 #include "io/gguf.h"
 #include "io/model_locator.h"
 
@@ -13,6 +17,15 @@ namespace tally::cli {
 namespace {
 
 constexpr size_t kMaxArrayItems = 16;  // longer arrays print as "[N x type]"
+
+// Names and paths from the file or the command line, with control characters
+// (ESC, BEL, ...) and bytes that are not UTF-8 escaped: never sent raw to a terminal.
+std::string shown(std::string_view s) {
+  PrintableOptions o;
+  o.max_bytes = SIZE_MAX;
+  o.escape_quotes = false;
+  return printable(s, o);
+}
 
 nlohmann::json value_json(const GgufValue& v) {
   switch (v.type) {
@@ -69,23 +82,23 @@ void print_json(const GgufFile& f) {
   nlohmann::json by = nlohmann::json::object();
   for (const auto& [name, e] : t.by_type) by[name] = {{"tensors", e.first}, {"bytes", e.second}};
   j["totals"] = {{"tensors", f.tensors().size()}, {"elements", t.elements}, {"bytes", t.bytes}, {"by_type", by}};
-  fmt::print("{}\n", j.dump(2));
+  cli::print_json(j, 2);
 }
 
 void print_text(const GgufFile& f) {
-  fmt::print("file:        {}\n", f.path());
+  fmt::print("file:        {}\n", shown(f.path()));
   fmt::print("version:     {}\nalignment:   {}\ndata offset: {}\nfile size:   {}\n", f.version(), f.alignment(),
              f.data_offset(), f.file_size());
   fmt::print("\nmetadata ({} keys):\n", f.metadata().size());
   for (const auto& [k, v] : f.metadata()) {
     std::string s = v.to_string(kMaxArrayItems);
-    if (s.size() > 200) s = s.substr(0, 197) + "...";
-    fmt::print("  {:<44} {:<7} {}\n", k, gguf_type_name(v.type), s);
+    if (s.size() > 200) s = s.substr(0, utf8::complete_prefix(s.substr(0, 197))) + "...";
+    fmt::print("  {:<44} {:<7} {}\n", shown(k), gguf_type_name(v.type), s);
   }
   fmt::print("\ntensors ({}):\n", f.tensors().size());
   fmt::print("  {:<34} {:<6} {:<18} {:>12} {:>12}\n", "name", "type", "shape", "offset", "bytes");
   for (const auto& ti : f.tensors())
-    fmt::print("  {:<34} {:<6} {:<18} {:>12} {:>12}\n", ti.name, dtype_name(ti.type), ti.shape_string(),
+    fmt::print("  {:<34} {:<6} {:<18} {:>12} {:>12}\n", shown(ti.name), dtype_name(ti.type), ti.shape_string(),
                ti.offset, ti.n_bytes);
   const Totals t = totals(f);
   fmt::print("\ntotals: {} tensors, {} elements, {} bytes ({:.2f} MiB)\n", f.tensors().size(), t.elements,
@@ -103,7 +116,7 @@ void add_inspect(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("inspect", "Print a GGUF file's header, metadata and tensor table");
-  cmd->add_option("-m,--model", o->model, "GGUF file (default: the installed default model)");
+  cmd->add_option("-m,--model", o->model, "GGUF file (default: the installed default model)")->check(nonempty_path());
   cmd->add_flag("--json", o->json, "Print one JSON object");
   cmd->callback([o] {
     const GgufFile f(resolve_model_path(o->model));

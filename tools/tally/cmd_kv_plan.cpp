@@ -9,8 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "option_checks.h"
+#include "output.h"
 #include "core/byte_size.h"
 #include "core/error.h"
+#include "core/printable.h"
 #include "sizing/kv_plan.h"
 #include "sizing/hf_config.h"
 #include "sizing/model_shape.h"
@@ -51,10 +54,13 @@ std::string tokens_cell(const std::optional<uint64_t>& t) {
 
 void print_text(const ModelShape& s, const KvPlanRequest& r, const std::vector<KvLayoutPlan>& plans,
                 const std::string& weights_from) {
+  // The source's path and model type are untrusted text: escaped for the terminal.
+  PrintableOptions shown;
+  shown.escape_quotes = false;
   std::string origin;
   if (s.text_config) origin = "text_config";
-  if (!s.kind.empty()) origin += (origin.empty() ? "" : ", ") + s.kind;
-  fmt::print("source:   {}{}\n", s.source, origin.empty() ? "" : fmt::format(" ({})", origin));
+  if (!s.kind.empty()) origin += (origin.empty() ? "" : ", ") + printable(s.kind, shown);
+  fmt::print("source:   {}{}\n", printable(s.source, shown), origin.empty() ? "" : fmt::format(" ({})", origin));
   fmt::print("shape:    {} layers, {} query heads, {} kv heads ({}, {} query heads per kv head), head_dim {}\n",
              s.n_layer, s.n_head, s.n_kv_head, attention_kind(s.n_head, s.n_kv_head), s.n_head / s.n_kv_head,
              s.head_dim);
@@ -140,7 +146,7 @@ void print_json(const ModelShape& s, const KvPlanRequest& r, const std::vector<K
                    {"weights_from", weights_from.empty() ? nlohmann::json(nullptr) : nlohmann::json(weights_from)},
                    {"budget_bytes", opt(r.budget_bytes)},
                    {"layouts", layouts}};
-  fmt::print("{}\n", j.dump(2));
+  cli::print_json(j, 2);
 }
 
 }  // namespace
@@ -150,8 +156,9 @@ void add_kv_plan(CLI::App& app) {
   auto f = std::make_shared<Flags>();
   auto* cmd = app.add_subcommand(
       "kv-plan", "Size the KV cache of a model shape, its MHA and MQA variants, against the weights and a budget");
-  cmd->add_option("-m,--model", o->model, "GGUF file to read the shape and weight bytes from");
-  cmd->add_option("--config", o->config, "Hugging Face config.json (its text_config when present)");
+  cmd->add_option("-m,--model", o->model, "GGUF file to read the shape and weight bytes from")->check(nonempty_path());
+  cmd->add_option("--config", o->config, "Hugging Face config.json (its text_config when present)")
+      ->check(nonempty_path());
   f->layers = cmd->add_option("--layers", o->layers, "Explicit shape: decoder blocks");
   f->heads = cmd->add_option("--heads", o->heads, "Explicit shape: query heads");
   f->kv_heads = cmd->add_option("--kv-heads", o->kv_heads, "Explicit shape: key/value heads");

@@ -1,14 +1,18 @@
 // tally lab: the seeds' experiments on a real model, one subcommand each.
 #include <fmt/format.h>
 
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "bench/progress.h"
 #include "commands.h"
+#include "encode_input.h"
+#include "option_checks.h"
+#include "output.h"
 #include "core/byte_size.h"
 #include "core/error.h"
+#include "io/text_file.h"
+#include "kv/kv_cache.h"
 #include "kv/kv_shape.h"
 #include "lab/beam_cost.h"
 #include "lab/cache_speedup.h"
@@ -28,7 +32,7 @@ constexpr const char* kDefaultPrompt =
     "compared with what is already written down instead of recomputing the whole past.";
 
 std::vector<int32_t> prompt_tokens(const Tokenizer& tok, const std::string& text, int64_t want = 0) {
-  auto ids = tok.encode(text, true, true);
+  auto ids = encode_input(tok, text, true, true, "the prompt");
   if (ids.empty()) fail("the prompt has no tokens");
   if (want > 0) {
     std::vector<int32_t> out;
@@ -37,8 +41,6 @@ std::vector<int32_t> prompt_tokens(const Tokenizer& tok, const std::string& text
   }
   return ids;
 }
-
-void print_json(const nlohmann::json& j) { fmt::print("{}\n", j.dump(2)); }
 
 // A lab function's progress(done, total) callback drawing on `p` (stderr, terminals only).
 auto draw_on(Progress& p, std::string what) {
@@ -67,9 +69,9 @@ void add_causal(CLI::App* lab) {
       for (const auto& L : r.per_layer)
         layers.push_back({{"layer", L.layer}, {"masked_k", L.masked_k}, {"masked_v", L.masked_v},
                           {"unmasked_k", L.unmasked_k}, {"unmasked_v", L.unmasked_v}});
-      print_json({{"n_tokens", r.n_tokens}, {"masked_max_diff", r.masked_max_diff},
+      cli::print_json({{"n_tokens", r.n_tokens}, {"masked_max_diff", r.masked_max_diff},
                   {"unmasked_max_diff", r.unmasked_max_diff}, {"masked_max_relative", r.masked_max_relative},
-                  {"unmasked_max_relative", r.unmasked_max_relative}, {"per_layer", layers}});
+                  {"unmasked_max_relative", r.unmasked_max_relative}, {"per_layer", layers}}, 2);
       return;
     }
     fmt::print("N = {} tokens, then N + 1; max |diff| over the first N positions (hidden states and logits):\n",
@@ -120,7 +122,7 @@ void add_scores(CLI::App* lab) {
       nlohmann::json j{{"n", c.n}, {"recompute", c.recompute_formula}, {"cached", c.cached_formula}, {"ratio", ratio}};
       if (c.cached_measured) j["cached_measured"] = *c.cached_measured;
       if (c.recompute_measured) j["recompute_measured"] = *c.recompute_measured;
-      print_json(j);
+      cli::print_json(j, 2);
       return;
     }
     auto measured = [](const std::optional<uint64_t>& m, uint64_t formula) {
@@ -146,9 +148,13 @@ void add_speedup(CLI::App* lab) {
   auto* cmd = lab->add_subcommand("speedup", "Time per generated token with and without the cache");
   add_model_options(cmd, o->m);
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text (cycled or cut to --prompt-tokens)");
-  cmd->add_option("--prompt-tokens", o->prompt_tokens, "Prompt length in tokens")->capture_default_str();
-  cmd->add_option("--gen-tokens", o->gen_tokens, "Tokens to generate")->capture_default_str();
-  cmd->add_option("--plot", o->plot, "Write a PNG plot here");
+  cmd->add_option("--prompt-tokens", o->prompt_tokens, "Prompt length in tokens")
+      ->capture_default_str()
+      ->transform(integer_in(1, kMaxContextTokens));
+  cmd->add_option("--gen-tokens", o->gen_tokens, "Tokens to generate")
+      ->capture_default_str()
+      ->transform(integer_in(1, kMaxContextTokens));
+  cmd->add_option("--plot", o->plot, "Write a PNG plot here")->check(nonempty_path());
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->callback([o] {
     if (o->prompt_tokens < 1) fail("--prompt-tokens must be at least 1, got {}", o->prompt_tokens);
@@ -178,7 +184,7 @@ void add_speedup(CLI::App* lab) {
         pts.push_back({{"n", pt.n}, {"cache_total_ms", pt.cache_total_ms}, {"nocache_total_ms", pt.nocache_total_ms},
                        {"cache_ms_per_token", pt.cache_ms_per_token}, {"nocache_ms_per_token", pt.nocache_ms_per_token},
                        {"ratio", pt.ratio}});
-      print_json({{"prompt_tokens", r.prompt_tokens}, {"same_tokens", r.same_tokens}, {"points", pts}});
+      cli::print_json({{"prompt_tokens", r.prompt_tokens}, {"same_tokens", r.same_tokens}, {"points", pts}}, 2);
       return;
     }
     fmt::print("prompt {} tokens; cache and no-cache wrote {} tokens\n", r.prompt_tokens,
@@ -201,9 +207,13 @@ void add_depth(CLI::App* lab) {
   auto o = std::make_shared<Opts>();
   auto* cmd = lab->add_subcommand("depth", "Decode tokens/s against context depth, beside the crossover context");
   add_model_options(cmd, o->m);
-  cmd->add_option("--max-depth", o->max_depth, "Deepest context (capped at the trained context)")->capture_default_str();
-  cmd->add_option("--decode-tokens", o->decode_tokens, "Timed decode steps per depth")->capture_default_str();
-  cmd->add_option("--plot", o->plot, "Write a PNG plot here");
+  cmd->add_option("--max-depth", o->max_depth, "Deepest context (capped at the trained context)")
+      ->capture_default_str()
+      ->transform(integer_in(0, kMaxContextTokens));
+  cmd->add_option("--decode-tokens", o->decode_tokens, "Timed decode steps per depth")
+      ->capture_default_str()
+      ->transform(integer_in(1, kMaxContextTokens));
+  cmd->add_option("--plot", o->plot, "Write a PNG plot here")->check(nonempty_path());
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->callback([o] {
     LoadedModel lm = load_model(o->m);
@@ -231,8 +241,8 @@ void add_depth(CLI::App* lab) {
       for (const auto& pt : r.points)
         pts.push_back({{"depth", pt.depth}, {"decode_tps", pt.decode_tps}, {"ms_per_token", pt.ms_per_token},
                        {"kv_bytes_read", pt.kv_bytes_read}, {"weight_bytes_read", pt.weight_bytes_read}});
-      print_json({{"kv_bytes_per_token", r.kv_bytes_per_token}, {"weight_bytes", r.weight_bytes},
-                  {"crossover_context", r.crossover_context}, {"points", pts}});
+      cli::print_json({{"kv_bytes_per_token", r.kv_bytes_per_token}, {"weight_bytes", r.weight_bytes},
+                  {"crossover_context", r.crossover_context}, {"points", pts}}, 2);
       return;
     }
     fmt::print("K/V per token {}, weights {}: the cache outweighs the weights past {} tokens\n",
@@ -264,11 +274,11 @@ void add_continuity(CLI::App* lab) {
     const int32_t replacement = lm.tokenizer->encode(" banana", false, false).at(0);
     const ContinuityReport r = run_continuity_experiment(*lm.model, ids, k, replacement, o->m.threads);
     if (o->json) {
-      print_json({{"prompt_tokens", r.prompt_tokens}, {"stale_start_refused", r.stale_start_refused},
+      cli::print_json({{"prompt_tokens", r.prompt_tokens}, {"stale_start_refused", r.stale_start_refused},
                   {"gap_start_refused", r.gap_start_refused}, {"refusal_message", r.refusal_message},
                   {"edit_at", r.edit_at}, {"recomputed_positions", r.recomputed_positions},
                   {"fresh_positions", r.fresh_positions}, {"max_logit_diff", r.max_logit_diff},
-                  {"work_saved", r.work_saved}});
+                  {"work_saved", r.work_saved}}, 2);
       return;
     }
     fmt::print("prompt of {} tokens in the cache\n", r.prompt_tokens);
@@ -301,7 +311,8 @@ void add_beam(CLI::App* lab) {
   cmd->add_option("--prompt-tokens", o->b.prompts, "Prompt lengths, comma-separated")->delimiter(',')->capture_default_str();
   cmd->add_option("--gen-tokens", o->b.gen_tokens, "Tokens to generate")->capture_default_str();
   cmd->add_option("--none-steps", o->b.none_steps, "Steps the no-cache search is timed over")->capture_default_str();
-  cmd->add_option("--plot", o->plot, "Write a PNG plot of K/V bytes held and time per token");
+  cmd->add_option("--plot", o->plot, "Write a PNG plot of K/V bytes held and time per token")
+      ->check(nonempty_path());
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->callback([o] {
     if (o->b.prompts.empty() || o->b.widths.empty()) fail("give at least one width and one prompt length");
@@ -331,7 +342,7 @@ void add_beam(CLI::App* lab) {
                      {"generated", r.generated}, {"steps_timed", r.steps_timed},
                      {"peak_held_bytes", r.peak_held_bytes}, {"copied_bytes", r.copied_bytes},
                      {"ms_per_token", r.ms_per_token}, {"total_ms", r.total_ms}, {"same_beams", r.same_beams}});
-      print_json({{"gen_tokens", o->b.gen_tokens}, {"rows", a}});
+      cli::print_json({{"gen_tokens", o->b.gen_tokens}, {"rows", a}}, 2);
       return;
     }
     fmt::print("| prompt | width | cache | K/V held (peak) | K/V copied | ms per token | total ms | best beam |\n");
@@ -358,22 +369,22 @@ void add_sinks(CLI::App* lab) {
   auto* cmd = lab->add_subcommand(
       "sinks", "StreamingLLM's figure: perplexity per 1,000 tokens of a long text with dense, window, sinks and recompute");
   add_model_options(cmd, o->m);
-  cmd->add_option("--text", o->text, "A long text file (public domain; at least --tokens tokens)")->required();
+  cmd->add_option("--text", o->text, "A long text file (public domain; at least --tokens tokens)")
+      ->required()
+      ->check(nonempty_path());
   cmd->add_option("--tokens", o->tokens, "Tokens of the text to score")->capture_default_str();
   cmd->add_option("--window", o->s.window, "Positions the cache holds")->capture_default_str();
   cmd->add_option("--sinks", o->s.sinks, "Sink counts, comma-separated (0: plain window)")->delimiter(',')->capture_default_str();
   cmd->add_option("--recompute-every", o->s.recompute_every, "Score the recompute baseline every K tokens")
       ->capture_default_str();
   cmd->add_flag("--no-dense", o->no_dense, "Skip the dense run (its cache holds every position)");
-  cmd->add_option("--plot", o->plot, "Write a PNG plot of perplexity per 1,000 tokens");
+  cmd->add_option("--plot", o->plot, "Write a PNG plot of perplexity per 1,000 tokens")->check(nonempty_path());
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->callback([o] {
     if (o->tokens < 2) fail("--tokens must be at least 2, got {}", o->tokens);
-    std::ifstream in(o->text, std::ios::binary);
-    if (!in) fail("--text {}: cannot open it", o->text);
-    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    const std::string text = read_text_file(o->text, "text file", kMaxTextBytes);
     LoadedModel lm = load_model(o->m);
-    auto ids = lm.tokenizer->encode(text, true, false);
+    auto ids = encode_input(*lm.tokenizer, text, true, false, "the text file");
     if (static_cast<int64_t>(ids.size()) < o->tokens)
       fail("--text {} has {} tokens, fewer than --tokens {}", o->text, ids.size(), o->tokens);
     ids.resize(static_cast<size_t>(o->tokens));

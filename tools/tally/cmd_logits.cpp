@@ -7,6 +7,8 @@
 #include <numeric>
 
 #include "commands.h"
+#include "encode_input.h"
+#include "output.h"
 #include "core/error.h"
 #include "model_options.h"
 
@@ -29,7 +31,7 @@ void add_logits(CLI::App& app) {
   cmd->callback([o] {
     if (o->top < 1) fail("--top must be at least 1, got {}", o->top);
     LoadedModel lm = load_model(o->m);
-    const auto ids = lm.tokenizer->encode(o->prompt, true, true);
+    const auto ids = encode_input(*lm.tokenizer, o->prompt, true, true, "the prompt");
     if (ids.empty()) fail("the prompt is empty");
     Session session(*lm.model, session_options(o->m, *lm.model, true));
     const int64_t V = lm.model->config().n_vocab;
@@ -54,7 +56,7 @@ void add_logits(CLI::App& app) {
       for (int64_t r = 0; r < rows; ++r)
         if (o->all || pos + r == static_cast<int64_t>(ids.size()) - 1) report(pos + r, logits + r * V);
     });
-    if (o->json) fmt::print("{}\n", nlohmann::json{{"tokens", ids}, {"positions", positions}}.dump());
+    if (o->json) print_json({{"tokens", ids}, {"positions", positions}});
   });
 }
 

@@ -3,13 +3,15 @@
 // inside a window every position predicts the next (CTX - 1 predictions).
 #include <fmt/format.h>
 
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "commands.h"
+#include "encode_input.h"
+#include "option_checks.h"
+#include "output.h"
 #include "core/error.h"
+#include "io/text_file.h"
 #include "model_options.h"
 #include "runtime/perplexity.h"
 
@@ -25,23 +27,19 @@ void add_perplexity(CLI::App& app) {
   o->m.ctx = 512;
   auto* cmd = app.add_subcommand("perplexity", "Perplexity of a text file in windows of -c tokens");
   add_model_options(cmd, o->m);
-  cmd->add_option("-f,--file", o->file, "Text file")->required();
+  cmd->add_option("-f,--file", o->file, "Text file")->required()->check(nonempty_path());
   cmd->add_flag("--json", o->json, "Print {\"tokens\", \"ppl\", \"nll\"}");
   cmd->callback([o] {
-    std::ifstream in(o->file, std::ios::binary);
-    if (!in) fail("{}: cannot open text file", o->file);
-    std::ostringstream ss;
-    ss << in.rdbuf();
+    const std::string text = read_text_file(o->file, "text file", kMaxTextBytes);
     LoadedModel lm = load_model(o->m);
-    const auto ids = lm.tokenizer->encode(ss.str(), true, false);
+    const auto ids = encode_input(*lm.tokenizer, text, true, false, "the text file");
     Session session(*lm.model, session_options(o->m, *lm.model, true));
     const PerplexityResult r = perplexity(session, ids, o->m.ctx, [&](const PerplexityResult& p) {
       if (!o->json) fmt::print(stderr, "[window {}] ppl so far {:.4f}\n", p.window_nll.size(), p.ppl);
     });
     if (o->json)
-      fmt::print("{}\n", nlohmann::json{{"tokens", r.predictions}, {"ppl", r.ppl}, {"nll", r.nll}, {"ctx", o->m.ctx},
-                                        {"windows", r.windows}, {"window_nll", r.window_nll}}
-                             .dump());
+      print_json({{"tokens", r.predictions}, {"ppl", r.ppl}, {"nll", r.nll}, {"ctx", o->m.ctx},
+                  {"windows", r.windows}, {"window_nll", r.window_nll}});
     else
       fmt::print("perplexity {:.4f} (mean nll {:.5f}) over {} predictions in {} windows of {}\n", r.ppl, r.nll,
                  r.predictions, r.windows, o->m.ctx);

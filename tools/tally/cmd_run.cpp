@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "encode_input.h"
+#include "output.h"
 #include "core/error.h"
 #include "model_options.h"
 #include "runtime/beam_search.h"
@@ -90,7 +92,7 @@ void add_run(CLI::App& app) {
     }
     std::vector<int32_t> prompt;
     if (o->load_session.empty() || !o->prompt.empty())
-      prompt = tok.encode(text, /*add_special=*/o->load_session.empty(), /*parse_special=*/true);
+      prompt = encode_input(tok, text, /*add_special=*/o->load_session.empty(), /*parse_special=*/true, "the prompt");
     auto stop = [&tok, o](int32_t id) { return !o->ignore_eos && tok.is_end_of_generation(id); };
     auto text_of = [&tok](std::span<const int32_t> ids) {
       StreamDecoder d(tok);
@@ -119,7 +121,7 @@ void add_run(CLI::App& app) {
                          {"timings",
                           {{"load_ms", lm.load_ms}, {"prefill_ms", r.prefill_ms}, {"decode_ms", r.decode_ms},
                            {"decode_steps", r.steps}}}};
-        fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+        print_json(j);
       } else {
         fmt::print("{}\n", r.hypotheses.empty() ? std::string() : text_of(r.hypotheses.front().tokens));
       }
@@ -161,7 +163,7 @@ void add_run(CLI::App& app) {
                            {"prefill_ms", r.continuations.front().prefill_ms},
                            {"prefill_tps", tps(static_cast<double>(prompt.size()), r.continuations.front().prefill_ms)},
                            {"decode_tps", tps(static_cast<double>(generated), decode_ms)}}}};
-        fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+        print_json(j);
       }
       return;
     }
@@ -181,7 +183,7 @@ void add_run(CLI::App& app) {
       generated_text += piece;
       if (!o->json) {
         fmt::print("{}", piece);
-        std::fflush(stdout);
+        flush_stdout();
       }
     });
     const std::string rest = stream.flush();
@@ -207,7 +209,7 @@ void add_run(CLI::App& app) {
             {"decode_ms", r.decode_ms},
             {"prefill_tps", tps(static_cast<double>(r.prompt_tokens), r.prefill_ms)},
             {"decode_tps", tps(static_cast<double>(r.decode_steps), r.decode_ms)}}}};
-      fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      print_json(j);
     } else {
       fmt::print("{}\n", rest);
     }

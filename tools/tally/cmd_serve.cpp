@@ -12,7 +12,9 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "kv/kv_cache.h"
 #include "model_options.h"
+#include "option_checks.h"
 #include "server/api_server.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
@@ -32,7 +34,10 @@ void add_serve(CLI::App& app) {
   add_model_options(cmd, o->m);
   cmd->add_option("--host", o->s.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", o->s.port, "Port (0: any free port, printed at start)")->capture_default_str();
-  cmd->add_option("--parallel", o->limits.max_sequences, "Sequences generated at once")->capture_default_str();
+  // At most 8192: the default pool of 2048 positions per sequence stays within the context limit.
+  cmd->add_option("--parallel", o->limits.max_sequences, "Sequences generated at once")
+      ->capture_default_str()
+      ->transform(integer_in(1, kMaxContextTokens / 2048));
   cmd->add_option("--queue", o->limits.max_queue, "Requests that may wait for admission (beyond: 429)")
       ->capture_default_str();
   cmd->add_option("--max-tokens", o->limits.max_tokens, "Cap on a request's max_tokens")->capture_default_str();

@@ -1,30 +1,20 @@
 // tally tokenize / detokenize: the model's tokenizer from the command line.
 #include <fmt/format.h>
 
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "commands.h"
+#include "encode_input.h"
+#include "option_checks.h"
+#include "output.h"
 #include "core/error.h"
 #include "io/gguf.h"
 #include "io/model_locator.h"
+#include "io/text_file.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tally::cli {
-namespace {
-
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open text file", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
-
 void add_tokenize(CLI::App& app) {
   struct Opts {
     std::string model, text, file;
@@ -32,24 +22,24 @@ void add_tokenize(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("tokenize", "Print the token ids of a text");
-  cmd->add_option("-m,--model", o->model, "GGUF file (a vocab-only GGUF is enough)");
+  cmd->add_option("-m,--model", o->model, "GGUF file (a vocab-only GGUF is enough)")->check(nonempty_path());
   cmd->add_flag("--add-special", o->add_special, "Add BOS/EOS as the model's flags say");
   cmd->add_flag("--parse-special", o->parse_special, "Turn special-token text such as <|im_start|> into its token");
   cmd->add_flag("--json", o->json, "Print {\"ids\": [...], \"pieces\": [...]}");
   auto* text = cmd->add_option("text", o->text, "Text to tokenize");
-  auto* file = cmd->add_option("-f,--file", o->file, "Read the text from FILE");
+  auto* file = cmd->add_option("-f,--file", o->file, "Read the text from FILE")->check(nonempty_path());
   text->excludes(file);
   cmd->callback([o, text, file] {
     if (!*text && !*file) fail("tokenize: give a TEXT or -f FILE");
-    const std::string input = *file ? read_text_file(o->file) : o->text;
+    const std::string input = *file ? read_text_file(o->file, "text file", kMaxTextBytes) : o->text;
     const GgufFile f(resolve_model_path(o->model));
     const Tokenizer tok = Tokenizer::from_gguf(f);
-    const auto ids = tok.encode(input, o->add_special, o->parse_special);
+    const auto ids = encode_input(tok, input, o->add_special, o->parse_special, *file ? "the text file" : "the text");
     if (o->json) {
       auto pieces = nlohmann::json::array();
       for (int32_t id : ids) pieces.push_back(tok.token_text(id));
       nlohmann::json j{{"ids", ids}, {"pieces", pieces}};
-      fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      print_json(j);
     } else {
       fmt::print("{}\n", fmt::join(ids, " "));
     }
@@ -64,7 +54,7 @@ void add_detokenize(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("detokenize", "Print the text of token ids");
-  cmd->add_option("-m,--model", o->model, "GGUF file (a vocab-only GGUF is enough)");
+  cmd->add_option("-m,--model", o->model, "GGUF file (a vocab-only GGUF is enough)")->check(nonempty_path());
   cmd->add_flag("--special", o->render_special, "Render control tokens such as <|im_end|> as text");
   cmd->add_option("ids", o->ids, "Token ids")->required();
   cmd->callback([o] {

@@ -3,20 +3,28 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <thread>
 
+#include "core/byte_size.h"
 #include "core/error.h"
 #include "io/model_locator.h"
 #include "kernels/cpu_features.h"
+#include "kv/kv_cache.h"
+#include "option_checks.h"
 
 namespace tally::cli {
 
 void add_model_options(CLI::App* cmd, ModelOptions& o) {
-  cmd->add_option("-m,--model", o.model, "GGUF model (default: the installed default model)");
-  cmd->add_option("-c,--ctx", o.ctx, "Context size in tokens (default: min(4096, trained context))");
-  cmd->add_option("-t,--threads", o.threads, "Threads (default: all cores)");
-  cmd->add_option("--batch", o.batch, "Prefill chunk size in tokens")->capture_default_str();
+  cmd->add_option("-m,--model", o.model, "GGUF model (default: the installed default model)")->check(nonempty_path());
+  cmd->add_option("-c,--ctx", o.ctx, "Context size in tokens (default: min(4096, trained context))")
+      ->transform(integer_in(0, kMaxContextTokens));
+  cmd->add_option("-t,--threads", o.threads, "Threads (default: all cores)")->transform(integer_in(0, kMaxThreads));
+  cmd->add_option("--batch", o.batch, "Prefill chunk size in tokens")
+      ->capture_default_str()
+      ->transform(integer_in(1, kMaxBatch));
   cmd->add_option("--cache-type", o.cache_type, "KV cache number format: f16 or f32")->capture_default_str();
-  cmd->add_option("--kv-budget", o.kv_budget, "Bytes the KV cache may use (default: available memory)");
+  cmd->add_option("--kv-budget", o.kv_budget,
+                  "Memory the KV cache may use: BYTES, or with KiB/MiB/GiB/TiB (default: available memory)");
   add_simd_options(cmd, o);
   cmd->add_flag("--no-prefix-cache", o.no_prefix_cache,
                 "Do not keep or reuse the KV blocks of earlier sequences' prompts (with several sequences)");
@@ -39,19 +47,23 @@ void apply_simd_options(const ModelOptions& o) {
 
 LoadedModel load_model(const ModelOptions& o) {
   apply_simd_options(o);
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (cores > 0 && o.threads > static_cast<int>(cores))
+    fmt::print(stderr, "tally: warning: -t {} is more threads than the {} cores of this machine; expect it to run slower\n",
+               o.threads, cores);
   const auto t0 = std::chrono::steady_clock::now();
   LoadedModel l;
   l.model = Model::load(resolve_model_path(o.model));
   l.tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_gguf(l.model->file()));
+  if (l.tokenizer->n_vocab() < l.model->config().n_vocab)
+    fail("{}: the tokenizer has {} tokens but the model has {} rows of logits: ids from {} on would have no text",
+         l.model->file().path(), l.tokenizer->n_vocab(), l.model->config().n_vocab, l.tokenizer->n_vocab());
   l.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return l;
 }
 
 SessionOptions session_options(const ModelOptions& o, const Model& m, bool all_logits) {
   SessionOptions s;
-  if (o.ctx < 0) fail("-c must be positive, got {}", o.ctx);
-  if (o.threads < 0) fail("-t must be positive, got {}", o.threads);
-  if (o.batch < 1) fail("--batch must be at least 1, got {}", o.batch);
   if (o.cache_type == "f16") s.cache_type = DType::F16;
   else if (o.cache_type == "f32") s.cache_type = DType::F32;
   else fail("--cache-type must be f16 or f32, got '{}'", o.cache_type);
@@ -62,7 +74,13 @@ SessionOptions session_options(const ModelOptions& o, const Model& m, bool all_l
   s.n_threads = o.threads;
   s.n_batch = o.batch;
   s.all_logits = all_logits;
-  s.kv_budget = o.kv_budget;
+  if (!o.kv_budget.empty()) {
+    s.kv_budget = parse_byte_count(o.kv_budget, "--kv-budget");
+    const uint64_t available = available_memory_bytes();
+    if (s.kv_budget > available)
+      fmt::print(stderr, "tally: warning: --kv-budget {} is more than the {} of memory available\n",
+                 format_bytes(s.kv_budget), format_bytes(available));
+  }
   return s;
 }
 

@@ -12,13 +12,20 @@
 
 namespace tally::cli {
 
+// Bounds of the shared flags. Threads: creating thousands of threads fails or
+// crawls; a batch is a prefill chunk whose buffers grow with it (by the
+// vocabulary when every position's logits are kept): 8192 tokens of a 50k
+// vocabulary are 1.6 GB of logits already.
+inline constexpr int64_t kMaxThreads = 1024;
+inline constexpr int64_t kMaxBatch = 8192;
+
 struct ModelOptions {
   std::string model;
   int64_t ctx = 0;
   int threads = 0;
   int64_t batch = 512;
   std::string cache_type = "f16";
-  uint64_t kv_budget = 0;
+  std::string kv_budget;  // BYTES or e.g. 2GiB; empty: the machine's available memory
   bool scalar = false;
   std::string simd;  // a SimdLevel name; empty: the best this CPU has
   bool no_prefix_cache = false;
@@ -35,9 +42,12 @@ struct LoadedModel {
   double load_ms = 0;
 };
 
-// Loads the model and tokenizer; applies --scalar and --simd.
+// Loads the model and tokenizer; applies --scalar and --simd; warns when -t
+// exceeds this machine's cores. Refuses a tokenizer with fewer tokens than
+// the model has rows of logits (ids past its end would have no text).
 LoadedModel load_model(const ModelOptions& o);
-// Session settings from the flags; warns on stderr when -c exceeds the trained context.
+// Session settings from the flags; warns on stderr when -c exceeds the trained
+// context, or --kv-budget the memory this machine has available.
 SessionOptions session_options(const ModelOptions& o, const Model& m, bool all_logits);
 // The same settings for an Engine of many sequences (-c is then the pool's size).
 EngineOptions engine_options(const ModelOptions& o, const Model& m);

@@ -1,0 +1,20 @@
+#include "encode_input.h"
+
+#include <fmt/format.h>
+
+namespace tally::cli {
+
+std::vector<int32_t> encode_input(const Tokenizer& tok, std::string_view text, bool add_special, bool parse_special,
+                                  std::string_view what) {
+  Tokenizer::EncodeStats stats;
+  std::vector<int32_t> ids = tok.encode(text, add_special, parse_special, &stats);
+  if (stats.replaced > 0)
+    fmt::print(stderr,
+               "tally: warning: {} has {} character{} with bytes this vocabulary has no token for (the first at byte "
+               "{}); {} replaced by U+FFFD\n",
+               what, stats.replaced, stats.replaced == 1 ? "" : "s", stats.first_replaced,
+               stats.replaced == 1 ? "it was" : "each was");
+  return ids;
+}
+
+}  // namespace tally::cli

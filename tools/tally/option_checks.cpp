@@ -1,0 +1,75 @@
+#include "option_checks.h"
+
+#include <fmt/format.h>
+
+#include <cfloat>
+#include <string>
+
+#include "core/byte_size.h"
+#include "core/number_text.h"
+
+namespace tally::cli {
+namespace {
+
+// The validators see the text before CLI11 converts it: on success they
+// rewrite it as plain decimal, which CLI11's base-0 strtoll reads back exactly.
+// CLI11 puts the option's name before the message.
+CLI::Validator integer_validator(int64_t min, int64_t max, std::string description) {
+  return CLI::Validator(
+      [min, max](std::string& s) {
+        std::string e = integer_error("", s, min, max);
+        if (e.empty()) s = fmt::format("{}", *parse_integer(s));
+        return e.empty() ? e : e.substr(1);
+      },
+      std::move(description));
+}
+
+CLI::Validator unsigned_validator() {
+  return CLI::Validator(
+      [](std::string& s) {
+        std::string e = unsigned_error("", s, UINT64_MAX);
+        if (e.empty()) s = fmt::format("{}", *parse_whole(trim(s)));
+        return e.empty() ? e : e.substr(1);
+      },
+      "");
+}
+
+CLI::Validator real_validator(double min, double max, std::string description) {
+  return CLI::Validator(
+      [min, max](std::string& s) {
+        std::string e = real_error("", s, min, max);
+        if (e.empty()) s = fmt::format("{}", *parse_real(s));  // shortest form that reads back exactly
+        return e.empty() ? e : e.substr(1);
+      },
+      std::move(description));
+}
+
+}  // namespace
+
+CLI::Validator nonempty_path() {
+  return CLI::Validator([](std::string& s) { return s.empty() ? std::string("the path is empty") : std::string(); },
+                        "");
+}
+
+CLI::Validator integer_in(int64_t min, int64_t max) {
+  return integer_validator(min, max, fmt::format("INT in [{} - {}]", min, max));
+}
+
+CLI::Validator real_in(double min, double max) {
+  return real_validator(min, max, fmt::format("FLOAT in [{} - {}]", min, max));
+}
+
+void strict_numbers(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    const std::string type = opt->get_type_name();
+    if (type == "INT")
+      opt->transform(integer_validator(INT64_MIN, INT64_MAX, ""));
+    else if (type == "UINT")
+      opt->transform(unsigned_validator());
+    else if (type == "FLOAT")
+      opt->transform(real_validator(-FLT_MAX, FLT_MAX, ""));
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) strict_numbers(*sub);
+}
+
+}  // namespace tally::cli

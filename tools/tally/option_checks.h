@@ -1,0 +1,28 @@
+#pragma once
+// Checks of option values, run by CLI11 before a command runs (a failure is a
+// usage error, exit 2). Numbers: CLI11's own conversion reads "-1" into an
+// unsigned flag as 2^64 - 1, saturates numbers past 64 bits, takes "010" as
+// octal and "inf" as a temperature; these validators read the text with
+// core/number_text.h instead, refuse what does not fit, and hand CLI11 the
+// number in plain decimal.
+#include <CLI/CLI.hpp>
+#include <cstdint>
+
+namespace tally::cli {
+
+// For a path option: the path is not empty (an empty -m would otherwise mean
+// "the default model", silently).
+CLI::Validator nonempty_path();
+// For one option: an integer in [min, max].
+CLI::Validator integer_in(int64_t min, int64_t max);
+// For one option: a finite number in [min, max].
+CLI::Validator real_in(double min, double max);
+
+// Gives every numeric option of `app` and its subcommands (CLI11 type INT,
+// UINT or FLOAT; list items one by one) the strict reading of its type:
+// INT within int64, UINT within uint64 (no sign), FLOAT finite and within
+// float. Call after all options are added; ranges of single options come
+// from integer_in/real_in at the option.
+void strict_numbers(CLI::App& app);
+
+}  // namespace tally::cli
