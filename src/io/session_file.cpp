@@ -163,8 +163,11 @@ SessionData parse_session_file(const uint8_t* data, uint64_t size, const std::st
   // Every size the rest needs, checked against the file before anything is read.
   const uint64_t token_bytes = mul_or_fail(h.n_tokens, sizeof(int32_t), source);
   const uint64_t kv_bytes = mul_or_fail(mul_or_fail(2ull * h.n_layer, h.n_tokens, source), h.vector_bytes(), source);
-  const uint64_t need = r.offset() + meta + token_bytes + kv_bytes + 8;
-  if (need < r.offset() || need != size)
+  uint64_t need = r.offset();
+  for (const uint64_t part : {meta, token_bytes, kv_bytes, uint64_t{8}})
+    if (__builtin_add_overflow(need, part, &need))
+      fail("{}: the header's sizes ({} tokens, {} layers) overflow 64 bits", source, h.n_tokens, h.n_layer);
+  if (need != size)
     fail("{}: the header describes {} bytes ({} tokens, {} layers) but the file has {}: truncated or altered", source,
          need, h.n_tokens, h.n_layer, size);
   const uint64_t sum = fnv1a64(data, size - 8);
