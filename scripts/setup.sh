@@ -28,6 +28,9 @@ fi
 
 scripts/fetch_model.sh
 
-cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DTALLY_TESTS=OFF >/dev/null
+# TALLY_WERROR=ON (CI sets it) builds with -Werror, so that scripts/test.sh
+# reuses this build for its suite instead of compiling the engine again.
+cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DTALLY_TESTS=OFF \
+  ${TALLY_WERROR:+-DTALLY_WERROR=$TALLY_WERROR} >/dev/null
 cmake --build build/release -j"$(nproc)" --target tally
 echo "setup: built build/release/tally"
