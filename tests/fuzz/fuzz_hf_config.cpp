@@ -9,21 +9,16 @@
 #include <string>
 
 #include "core/error.h"
+#include "fuzz_checks.h"
 #include "sizing/hf_config.h"
 #include "sizing/kv_plan.h"
 
 namespace {
 
-[[noreturn]] void violated(const char* what, const std::string& detail) {
-  std::fprintf(stderr, "fuzz_hf_config: property violated: %s: %.300s\n", what, detail.c_str());
-  std::abort();
-}
+constexpr const char* kTarget = "fuzz_hf_config";
 
-void check_message(const tally::Error& e) {
-  const std::string msg = e.what();
-  if (msg.size() > 1024) violated("message longer than 1 KiB", msg);
-  for (char c : msg)
-    if (static_cast<unsigned char>(c) < 0x20) violated("control character in the message", msg);
+[[noreturn]] void violated(const char* what, const std::string& detail) {
+  tally_fuzz::violated(kTarget, what, detail);
 }
 
 }  // namespace
@@ -46,10 +41,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const auto plans = tally::plan_kv(r);
         if (plans.size() != 3) violated("three layouts", text);
       } catch (const tally::Error& e) {
-        check_message(e);
+        tally_fuzz::check_message(kTarget, e);
       }
     } catch (const tally::Error& e) {
-      check_message(e);
+      tally_fuzz::check_message(kTarget, e);
       if (!want_weights) break;  // the shape alone failed: counting weights fails the same way
     }
   }

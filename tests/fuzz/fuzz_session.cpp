@@ -13,13 +13,15 @@
 #include <vector>
 
 #include "core/error.h"
+#include "fuzz_checks.h"
 #include "io/session_file.h"
 
 namespace {
 
+constexpr const char* kTarget = "fuzz_session";
+
 [[noreturn]] void violated(const char* what, const std::string& detail) {
-  std::fprintf(stderr, "fuzz_session: property violated: %s: %.300s\n", what, detail.c_str());
-  std::abort();
+  tally_fuzz::violated(kTarget, what, detail);
 }
 
 void check(const uint8_t* data, size_t size) {
@@ -34,10 +36,7 @@ void check(const uint8_t* data, size_t size) {
       (void)last;
     }
   } catch (const tally::Error& e) {
-    const std::string msg = e.what();
-    if (msg.size() > 1024) violated("message longer than 1 KiB", msg);
-    for (char c : msg)
-      if (static_cast<unsigned char>(c) < 0x20) violated("control character in the message", msg);
+    tally_fuzz::check_message(kTarget, e);
   }
 }
 
