@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "io/model_locator.h"
 #include "kernels/cpu_features.h"
+#include "kernels/kv_quant.h"
 
 namespace tally::cli {
 
@@ -15,7 +16,7 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
   cmd->add_option("-c,--ctx", o.ctx, "Context size in tokens (default: min(4096, trained context))");
   cmd->add_option("-t,--threads", o.threads, "Threads (default: all cores)");
   cmd->add_option("--batch", o.batch, "Prefill chunk size in tokens")->capture_default_str();
-  cmd->add_option("--cache-type", o.cache_type, "KV cache number format: f16 or f32")->capture_default_str();
+  cmd->add_option("--cache-type", o.cache_type, "KV cache number format: f16, f32, q8_0 or q4_0")->capture_default_str();
   cmd->add_option("--kv-budget", o.kv_budget, "Bytes the KV cache may use (default: available memory)");
   add_simd_options(cmd, o);
   cmd->add_flag("--no-prefix-cache", o.no_prefix_cache,
@@ -52,9 +53,13 @@ SessionOptions session_options(const ModelOptions& o, const Model& m, bool all_l
   if (o.ctx < 0) fail("-c must be positive, got {}", o.ctx);
   if (o.threads < 0) fail("-t must be positive, got {}", o.threads);
   if (o.batch < 1) fail("--batch must be at least 1, got {}", o.batch);
-  if (o.cache_type == "f16") s.cache_type = DType::F16;
-  else if (o.cache_type == "f32") s.cache_type = DType::F32;
-  else fail("--cache-type must be f16 or f32, got '{}'", o.cache_type);
+  const auto ct = kv_cache_type_from_flag(o.cache_type);
+  if (!ct) fail("--cache-type must be {}, got '{}'", kKvCacheTypeFlags, o.cache_type);
+  s.cache_type = *ct;
+  const int64_t hd = m.config().head_dim;
+  if (hd % traits(*ct).block_size != 0)
+    fail("--cache-type {} needs a head size that is a multiple of {}, this model has {}", o.cache_type,
+         traits(*ct).block_size, hd);
   if (o.ctx > m.config().n_ctx_train)
     fmt::print(stderr, "tally: warning: -c {} exceeds the model's trained context of {}; quality may degrade\n",
                o.ctx, m.config().n_ctx_train);
