@@ -131,6 +131,11 @@ struct Avx2Ops {
       return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(kv, kv), _mm256_sign_epi8(qv, kv)), ones);
     }
   }
+  static inline short f16_bits(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return static_cast<short>(h);
+  }
   // Lane j: the sum of the 8 lanes of v[j] (exact: integers).
   static inline __m256i reduce8(const __m256i* v) {
     const __m256i t0 = _mm256_hadd_epi32(v[0], v[1]), t1 = _mm256_hadd_epi32(v[2], v[3]);
@@ -152,9 +157,11 @@ struct Avx2Ops {
       for (int h = 0; h < NQ; ++h) acc[h] = _mm256_setzero_ps();
       for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* kb = k + b * bb;
-        uint16_t dh[8];
-        for (int jj = 0; jj < 8; ++jj) std::memcpy(&dh[jj], kb + jj * step, 2);
-        const __m256 dk = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(dh)));
+        // The 8 keys' scales into one vector by inserts (a store to memory and a wide load would stall).
+        const __m256 dk = _mm256_cvtph_ps(_mm_setr_epi16(f16_bits(kb), f16_bits(kb + step), f16_bits(kb + 2 * step),
+                                                         f16_bits(kb + 3 * step), f16_bits(kb + 4 * step),
+                                                         f16_bits(kb + 5 * step), f16_bits(kb + 6 * step),
+                                                         f16_bits(kb + 7 * step)));
         for (int h = 0; h < NQ; ++h) {
           const QueryBlock& qb = q[h * nb + b];
           const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb.q));
