@@ -69,7 +69,7 @@ TEST(KvQuant, StoredValuesAreWithinTheBlockStep) {
   }
 }
 
-TEST(KvQuant, Q8ZeroBlockIsExactAndTheLargestValueIsExactToF16) {
+TEST(KvQuant, Q8LargestValueKeepsF16Precision) {
   std::vector<float> x(32);
   for (int i = 0; i < 32; ++i) x[i] = static_cast<float>(i) - 10.5f;
   std::vector<uint8_t> row(34);
