@@ -62,7 +62,7 @@ uint64_t fnv1a64(const uint8_t* p, uint64_t n, uint64_t h) {
 }
 
 uint64_t SessionHeader::vector_bytes() const {
-  return static_cast<uint64_t>(n_kv_head) * head_dim * traits(cache_type).type_size;
+  return static_cast<uint64_t>(n_kv_head) * row_bytes(cache_type, head_dim);
 }
 
 const uint8_t* SessionData::k(uint32_t layer, uint64_t pos) const {
@@ -148,8 +148,9 @@ SessionData parse_session_file(const uint8_t* data, uint64_t size, const std::st
     fail("{}: session file flags {:#x} are unknown to this tally", source, flags);
   h.model_fingerprint = r.read<uint64_t>("model fingerprint");
   const uint32_t type = r.read<uint32_t>("cache type");
-  if (type != static_cast<uint32_t>(DType::F32) && type != static_cast<uint32_t>(DType::F16))
-    fail("{}: cache type id {} at byte 24 is not f32 or f16", source, type);
+  if (type != static_cast<uint32_t>(DType::F32) && type != static_cast<uint32_t>(DType::F16) &&
+      type != static_cast<uint32_t>(DType::Q8_0) && type != static_cast<uint32_t>(DType::Q4_0))
+    fail("{}: cache type id {} at byte 24 is not f32, f16, q8_0 or q4_0", source, type);
   h.cache_type = static_cast<DType>(type);
   h.block_size = r.read<uint32_t>("block size");
   h.n_layer = r.read<uint32_t>("layers");
@@ -157,6 +158,9 @@ SessionData parse_session_file(const uint8_t* data, uint64_t size, const std::st
   h.head_dim = r.read<uint32_t>("head dim");
   for (const auto& [name, v] : {std::pair{"layers", h.n_layer}, {"kv heads", h.n_kv_head}, {"head dim", h.head_dim}})
     if (v == 0 || v > kMaxDim) fail("{}: {} = {} is out of range (1 to {})", source, name, v, kMaxDim);
+  if (h.head_dim % traits(h.cache_type).block_size != 0)
+    fail("{}: a {} cache needs a head dim that is a multiple of {}, the header says {}", source,
+         dtype_name(h.cache_type), traits(h.cache_type).block_size, h.head_dim);
   h.n_tokens = r.read<uint64_t>("token count");
   const uint64_t meta = r.read<uint64_t>("meta length");
   if (meta > kMaxMeta) fail("{}: meta length {} is over the limit of {}", source, meta, kMaxMeta);

@@ -10,6 +10,11 @@
 // depends only on the query, the keys and values and the visible count, never
 // on which thread computed which chunk or how a prompt was split into batches
 // (a score does not depend on which other keys the chunk holds either).
+//
+// Q8_0 / Q4_0 caches are read as stored: the query is rounded to int8 per
+// 32-value block once per chunk, each key block's dot is an exact integer sum
+// scaled by both blocks' scales, and each value block is summed with its
+// scale folded into the softmax weight; nothing is dequantized into a buffer.
 #include <cstdint>
 
 #include "kernels/kv_layer_view.h"

@@ -230,7 +230,7 @@ bool exp_sum(float* x, int64_t n, float* max_out, float* sum_out) {
 // out_h = sum over positions p in [b, e) of w[h * stride + p - b] * v_p; false for a shape not taken.
 bool weighted_sum(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv, int64_t kv_head,
                   int64_t b, int64_t e) {
-  if (kv.head_dim % 16 != 0 || n_q < 1 || n_q > kMaxGroup) return false;
+  if (kv_block_type(kv.type) || kv.head_dim % 16 != 0 || n_q < 1 || n_q > kMaxGroup) return false;
   switch (n_q) {
     case 1: weighted_sum_n<1>(out, w, stride, kv, kv_head, b, e); break;
     case 2: weighted_sum_n<2>(out, w, stride, kv, kv_head, b, e); break;
@@ -246,7 +246,12 @@ bool weighted_sum(float* out, int64_t n_q, const float* w, int64_t stride, const
 
 }  // namespace avx512
 
+// Q8_0 / Q4_0 caches take the AVX2 kernels (integer dots on 256-bit vectors).
 struct Avx512Ops {
+  static void dots_block_q(const QueryBlock* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n,
+                           DType t, float scale, float* scores, int64_t stride) {
+    Avx2Ops::dots_block_q(q, n_q, k, m, step, n, t, scale, scores, stride);
+  }
   static void dots_block(const float* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t,
                          float scale, float* scores, int64_t stride) {
     if (!avx512::dots_block(q, n_q, k, m, step, n, t, scale, scores, stride))

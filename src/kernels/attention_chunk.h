@@ -5,14 +5,37 @@
 //                 a key's score never depends on m or on the key's place among them.
 //   exp_sum:      x[j] = exp(x[j] - max), returns the sum, writes the max.
 //   weighted_sum: out_h = sum over positions p in [b, e) of w[h * stride + p - b] * v_p.
+//   dots_block_q: dots_block against Q8_0 / Q4_0 keys, the query quantized to int8 first.
 // Each translation unit instantiates them with its own flags (internal linkage).
 #include <algorithm>
+#include <vector>
 
+#include "kernels/activation_q8.h"
 #include "kernels/attention.h"
+#include "kernels/attention_ops_scalar.h"
 #include "kernels/attention_runs.h"
 
 namespace tally {
 namespace {
+
+// The n_q query heads (hd values each, hd % 32 == 0) as QueryBlocks: one
+// quantization per chunk and head, shared by all the chunk's keys. The
+// quantizer of every level gives the same bits (activation_q8.h).
+inline void quantize_query(const float* q, int64_t n, QueryBlock* out) {
+  BlockQ8 tmp[8];
+  for (int64_t b0 = 0; b0 < n / 32; b0 += 8) {
+    const int64_t nb = std::min<int64_t>(8, n / 32 - b0);
+    quantize_row_q8(q + b0 * 32, tmp, nb * 32);
+    for (int64_t b = 0; b < nb; ++b) {
+      QueryBlock& o = out[b0 + b];
+      o.d = tmp[b].d;
+      o.sum = 0;
+      for (int i = 0; i < 32; ++i) o.sum += (o.q[i] = tmp[b].q[i]);
+    }
+  }
+}
+// Query blocks on the stack up to this many (16 heads of 128); more take the heap.
+inline constexpr int64_t kQueryBlocksOnStack = 64;
 
 template <typename Ops>
 bool attend_chunk_impl(const float* q, int64_t n_q, const KvLayerView& kv, int64_t g, int64_t chunk, int64_t n_keys,
@@ -20,6 +43,17 @@ bool attend_chunk_impl(const float* q, int64_t n_q, const KvLayerView& kv, int64
   const int64_t b = chunk * kAttentionChunk;
   const int64_t e_keys = std::min(b + kAttentionChunk, n_keys), e_vis = std::min(e_keys, n_visible);
   const int64_t hd = kv.head_dim;
+  const bool quantized = kv_block_type(kv.type);
+  QueryBlock qb_stack[kQueryBlocksOnStack];
+  std::vector<QueryBlock> qb_heap;
+  QueryBlock* qb = qb_stack;
+  if (quantized) {
+    if (n_q * hd / 32 > kQueryBlocksOnStack) {
+      qb_heap.resize(static_cast<size_t>(n_q * hd / 32));
+      qb = qb_heap.data();
+    }
+    quantize_query(q, n_q * hd, qb);
+  }
   // Past the cache's size the keys and values come from memory in one-block
   // runs: fetch keys kPrefetchAhead positions ahead of the dots, and this
   // run's values into L2 (the value kernels take them on into L1 just ahead).
@@ -27,7 +61,10 @@ bool attend_chunk_impl(const float* q, int64_t n_q, const KvLayerView& kv, int64
     prefetch_positions<true>(kv, kv.k_layer, g, std::min(r.pos + kPrefetchAhead, n_keys),
                              std::min(r.pos + r.count + kPrefetchAhead, n_keys));
     prefetch_positions<false>(kv, kv.v_layer, g, r.pos, std::min(r.pos + r.count, n_visible));
-    Ops::dots_block(q, n_q, r.ptr, r.count, r.step, hd, kv.type, scale, scores + (r.pos - b), kAttentionChunk);
+    if (quantized)
+      Ops::dots_block_q(qb, n_q, r.ptr, r.count, r.step, hd, kv.type, scale, scores + (r.pos - b), kAttentionChunk);
+    else
+      Ops::dots_block(q, n_q, r.ptr, r.count, r.step, hd, kv.type, scale, scores + (r.pos - b), kAttentionChunk);
   }
   // Masked keys (the dense form) were scored but weigh nothing: they never enter the softmax.
   if (e_vis <= b) return false;

@@ -14,12 +14,51 @@
 namespace tally {
 namespace {
 
+// A query head's 32-value block quantized to int8 for the integer dots
+// against Q8_0 / Q4_0 keys: value ~= d * q; sum = sum of q (a Q4_0 key's
+// offset of 8 costs 8 * sum, taken once per block instead of per value).
+struct QueryBlock {
+  float d;
+  int32_t sum;
+  int8_t q[32];
+};
+
+inline bool kv_block_type(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
+inline int64_t kv_block_bytes(DType t) { return t == DType::Q8_0 ? 34 : 18; }
+
 // The primitives of one chunk, per instruction set:
 //   dots_block:   scores[h * stride + j] = (q_h . k_j) * scale for m keys `step` bytes apart;
 //                 a key's score never depends on m or on the key's place among them.
 //   exp_sum:      x[j] = exp(x[j] - max), returns the sum, writes the max.
 //   weighted_sum: out_h = sum over positions p in [b, e) of w[h * stride + p - b] * v_p.
+//   dots_block_q: dots_block for Q8_0 / Q4_0 keys and a quantized query
+//                 (n / 32 QueryBlocks per head): per block an exact integer
+//                 sum, then s = s + float(isum) * (d_k * d_q) block by block,
+//                 so every level gives the same bits.
 struct ScalarOps {
+  static void dots_block_q(const QueryBlock* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n,
+                           DType t, float scale, float* scores, int64_t stride) {
+    const int64_t nb = n / 32;
+    for (int64_t j = 0; j < m; ++j)
+      for (int64_t h = 0; h < n_q; ++h) scores[h * stride + j] = dot_q(q + h * nb, k + j * step, nb, t) * scale;
+  }
+  static float dot_q(const QueryBlock* q, const uint8_t* k, int64_t nb, DType t) {
+    const int64_t bb = kv_block_bytes(t);
+    float s = 0;
+    for (int64_t b = 0; b < nb; ++b, k += bb) {
+      uint16_t dh;
+      std::memcpy(&dh, k, 2);
+      int32_t isum = 0;
+      if (t == DType::Q8_0) {
+        for (int i = 0; i < 32; ++i) isum += q[b].q[i] * static_cast<int8_t>(k[2 + i]);
+      } else {
+        for (int i = 0; i < 16; ++i) isum += q[b].q[i] * (k[2 + i] & 15) + q[b].q[i + 16] * (k[2 + i] >> 4);
+        isum -= 8 * q[b].sum;
+      }
+      s = s + static_cast<float>(isum) * (f16_to_f32(dh) * q[b].d);
+    }
+    return s;
+  }
   static void dots_block(const float* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t,
                          float scale, float* scores, int64_t stride) {
     for (int64_t j = 0; j < m; ++j)
@@ -58,7 +97,21 @@ struct ScalarOps {
     return s;
   }
   static void axpy(float* out, float w, const uint8_t* v, int64_t n, DType t) {
-    if (t == DType::F32) {
+    if (kv_block_type(t)) {
+      for (int64_t b = 0; b < n / 32; ++b, out += 32, v += kv_block_bytes(t)) {
+        uint16_t dh;
+        std::memcpy(&dh, v, 2);
+        const float c = w * f16_to_f32(dh);
+        if (t == DType::Q8_0) {
+          for (int i = 0; i < 32; ++i) out[i] += c * static_cast<float>(static_cast<int8_t>(v[2 + i]));
+        } else {
+          for (int i = 0; i < 16; ++i) {
+            out[i] += c * static_cast<float>((v[2 + i] & 15) - 8);
+            out[i + 16] += c * static_cast<float>((v[2 + i] >> 4) - 8);
+          }
+        }
+      }
+    } else if (t == DType::F32) {
       const float* vf = reinterpret_cast<const float*>(v);
       for (int64_t i = 0; i < n; ++i) out[i] += w * vf[i];
     } else {

@@ -16,9 +16,8 @@ namespace tally {
 struct KvRuns {
   KvRuns(const KvLayerView& kv, const uint8_t* layer, int64_t kv_head, int64_t b, int64_t e)
       : kv_(kv), layer_(layer), end_(e), pos(b) {
-    const uint64_t vb = kv.type == DType::F32 ? 4 : 2;
-    step = static_cast<uint64_t>(kv.pos_stride) * vb;
-    head_ = static_cast<uint64_t>(kv_head) * static_cast<uint64_t>(kv.head_stride) * vb;
+    step = kv.bytes_of(kv.pos_stride);
+    head_ = kv.bytes_of(kv_head * kv.head_stride);
   }
   // Moves to the next run; false when [b, e) is done.
   bool next() {
@@ -53,7 +52,7 @@ inline constexpr int64_t kPrefetchAhead = 64;
 // a loop of nothing but __builtin_prefetch as dead code.)
 template <bool kL1>
 inline void prefetch_positions(const KvLayerView& kv, const uint8_t* layer, int64_t kv_head, int64_t b, int64_t e) {
-  const uint64_t row = static_cast<uint64_t>(kv.head_dim) * (kv.type == DType::F32 ? 4 : 2);
+  const uint64_t row = kv.bytes_of(kv.head_dim);
   for (KvRuns r(kv, layer, kv_head, b, e); r.next();)
     for (int64_t j = 0; j < r.count; ++j)
       for (uint64_t off = 0; off < row; off += 64) {

@@ -2,8 +2,9 @@
 // What the attention kernel reads for one layer of one sequence: the sequence's
 // block table over the storage pool. Non-owning; valid until the next write.
 // Key j of kv head h in table entry bi starts at
-//   k_layer + blocks[bi] * block_bytes + (h * head_stride + j * pos_stride) * value bytes,
-// which describes both the cache's (head, position, dim) blocks and a plain
+//   k_layer + blocks[bi] * block_bytes + bytes_of(h * head_stride + j * pos_stride),
+// (bytes_of: 4 or 2 per value; 34 or 18 per 32 values for Q8_0 / Q4_0, whose
+// strides and head_dim are then multiples of 32), which describes both the cache's (head, position, dim) blocks and a plain
 // (position, head, dim) buffer of one chunk (the cache-free encoder pass).
 #include <cstdint>
 
@@ -22,17 +23,25 @@ struct KvLayerView {
   int64_t head_dim = 0;
   int64_t head_stride = 0;  // values between kv heads
   int64_t pos_stride = 0;   // values between positions
-  DType type = DType::F16;
+  DType type = DType::F16;           // F32, F16, Q8_0 or Q4_0
 
   // Start of the (block_size, head_dim) keys of kv head h in table entry bi.
   const uint8_t* k_head(int64_t bi, int64_t h) const { return at(k_layer, bi, h); }
   const uint8_t* v_head(int64_t bi, int64_t h) const { return at(v_layer, bi, h); }
+  // Bytes of n values (n a multiple of 32 for the block formats).
+  uint64_t bytes_of(int64_t n) const {
+    const uint64_t u = static_cast<uint64_t>(n);
+    switch (type) {
+      case DType::F32: return 4 * u;
+      case DType::Q8_0: return u / 32 * 34;
+      case DType::Q4_0: return u / 32 * 18;
+      default: return 2 * u;
+    }
+  }
 
  private:
   const uint8_t* at(const uint8_t* base, int64_t bi, int64_t h) const {
-    const uint64_t vb = type == DType::F32 ? 4 : 2;
-    return base + static_cast<uint64_t>(blocks[bi]) * block_bytes +
-           static_cast<uint64_t>(h) * head_stride * vb;
+    return base + static_cast<uint64_t>(blocks[bi]) * block_bytes + bytes_of(h * head_stride);
   }
 };
 

@@ -10,7 +10,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
-#include "kernels/ops.h"
+#include "kernels/kv_quant.h"
 
 namespace tally {
 
@@ -291,65 +291,24 @@ void KvCache::remove_positions(SeqId seq, int64_t from, int64_t n, const std::fu
       alloc_.unkey(b);
     }
   }
+  // Values move as stored bytes; keys go through f32 (dequantized, fixed,
+  // stored again: a quantized key is requantized once per slide).
   const int64_t hd = storage_.shape().n_kv_head * storage_.shape().head_dim;
+  const uint64_t raw = storage_.vec_bytes() * static_cast<uint64_t>(storage_.shape().n_kv_head);
   std::vector<float> k(static_cast<size_t>(hd)), v(static_cast<size_t>(hd));
+  std::vector<uint8_t> kr(raw), vr(raw);
   for (int64_t p = from + n; p < s.length; ++p)
     for (int64_t l = 0; l < storage_.shape().n_layer; ++l) {
       load(l, seq, p, k.data(), v.data());
+      load_raw(l, seq, p, kr.data(), vr.data());
       fix_key(k.data());
       store(l, seq, p - n, k.data(), v.data());
+      store_raw_v(l, seq, p - n, vr.data());
     }
   const int64_t len = s.length - n;
   if (s.keyable) s.tokens.erase(s.tokens.begin() + from, s.tokens.begin() + from + n);
   if (static_cast<int64_t>(s.keys.size()) > from / bs) s.keys.resize(static_cast<size_t>(from / bs));
   truncate(seq, len);
-}
-
-void KvCache::store_vec(uint8_t* dst, const float* src) const {
-  const int64_t hd = storage_.shape().head_dim;
-  if (storage_.type() == DType::F32) {
-    std::memcpy(dst, src, hd * sizeof(float));
-  } else {
-    to_f16(src, reinterpret_cast<uint16_t*>(dst), hd);
-  }
-}
-
-void KvCache::store(int64_t layer, SeqId seq, int64_t pos, const float* k, const float* v) {
-  const Sequence& s = get(seq);
-  if (pos < 0 || pos >= s.length) fail("store at position {} outside the reserved [0, {})", pos, s.length);
-  const int64_t bs = storage_.block_size();
-  const int64_t block = s.blocks[pos / bs], row = pos % bs;
-  const auto& sh = storage_.shape();
-  const uint64_t vb = storage_.value_bytes();
-  for (int64_t h = 0; h < sh.n_kv_head; ++h) {
-    const uint64_t off = (static_cast<uint64_t>(h) * bs + row) * sh.head_dim * vb;
-    store_vec(storage_.k_block(layer, block) + off, k + h * sh.head_dim);
-    store_vec(storage_.v_block(layer, block) + off, v + h * sh.head_dim);
-  }
-}
-
-void KvCache::load(int64_t layer, SeqId seq, int64_t pos, float* k, float* v) const {
-  const KvLayerView view_ = view(layer, seq);
-  if (pos < 0 || pos >= view_.length) fail("load at position {} outside [0, {})", pos, view_.length);
-  const int64_t hd = view_.head_dim;
-  for (int64_t h = 0; h < view_.n_kv_head; ++h) {
-    const int64_t bi = pos / view_.block_size, row = pos % view_.block_size;
-    const uint64_t off = static_cast<uint64_t>(row) * view_.pos_stride * storage_.value_bytes();
-    const uint8_t* ks = view_.k_head(bi, h) + off;
-    const uint8_t* vs = view_.v_head(bi, h) + off;
-    for (int64_t i = 0; i < hd; ++i) {
-      if (view_.type == DType::F32) {
-        std::memcpy(&k[h * hd + i], ks + 4 * i, 4);
-        std::memcpy(&v[h * hd + i], vs + 4 * i, 4);
-      } else {
-        uint16_t a, b;
-        std::memcpy(&a, ks + 2 * i, 2);
-        std::memcpy(&b, vs + 2 * i, 2);
-        k[h * hd + i] = f16_to_f32(a);
-        v[h * hd + i] = f16_to_f32(b);
-      }
-    }
-  }
 }
 
 template <class Copy>
@@ -359,22 +318,46 @@ void KvCache::each_head(SeqId seq, int64_t pos, const char* what, Copy copy) con
   const int64_t bs = storage_.block_size();
   const int64_t block = s.blocks[pos / bs], row = pos % bs;
   const auto& sh = storage_.shape();
-  const uint64_t vec = static_cast<uint64_t>(sh.head_dim) * storage_.value_bytes();
+  const uint64_t vec = storage_.vec_bytes();
   for (int64_t h = 0; h < sh.n_kv_head; ++h) {
     const uint64_t off = (static_cast<uint64_t>(h) * bs + row) * vec;
-    copy(off, h * vec, vec, block);
+    copy(off, h * vec, vec, block, h);
   }
 }
 
+void KvCache::store(int64_t layer, SeqId seq, int64_t pos, const float* k, const float* v) {
+  const int64_t hd = storage_.shape().head_dim;
+  const DType t = storage_.type();
+  each_head(seq, pos, "store", [&](uint64_t off, uint64_t, uint64_t, int64_t block, int64_t h) {
+    kv_store_row(t, k + h * hd, storage_.k_block(layer, block) + off, hd);
+    kv_store_row(t, v + h * hd, storage_.v_block(layer, block) + off, hd);
+  });
+}
+
+void KvCache::load(int64_t layer, SeqId seq, int64_t pos, float* k, float* v) const {
+  const int64_t hd = storage_.shape().head_dim;
+  const DType t = storage_.type();
+  each_head(seq, pos, "load", [&](uint64_t off, uint64_t, uint64_t, int64_t block, int64_t h) {
+    kv_load_row(t, storage_.k_block(layer, block) + off, k + h * hd, hd);
+    kv_load_row(t, storage_.v_block(layer, block) + off, v + h * hd, hd);
+  });
+}
+
 void KvCache::store_raw(int64_t layer, SeqId seq, int64_t pos, const uint8_t* k, const uint8_t* v) {
-  each_head(seq, pos, "store", [&](uint64_t off, uint64_t at, uint64_t n, int64_t block) {
+  each_head(seq, pos, "store", [&](uint64_t off, uint64_t at, uint64_t n, int64_t block, int64_t) {
     std::memcpy(storage_.k_block(layer, block) + off, k + at, n);
     std::memcpy(storage_.v_block(layer, block) + off, v + at, n);
   });
 }
 
+void KvCache::store_raw_v(int64_t layer, SeqId seq, int64_t pos, const uint8_t* v) {
+  each_head(seq, pos, "store", [&](uint64_t off, uint64_t at, uint64_t n, int64_t block, int64_t) {
+    std::memcpy(storage_.v_block(layer, block) + off, v + at, n);
+  });
+}
+
 void KvCache::load_raw(int64_t layer, SeqId seq, int64_t pos, uint8_t* k, uint8_t* v) const {
-  each_head(seq, pos, "load", [&](uint64_t off, uint64_t at, uint64_t n, int64_t block) {
+  each_head(seq, pos, "load", [&](uint64_t off, uint64_t at, uint64_t n, int64_t block, int64_t) {
     std::memcpy(k + at, storage_.k_block(layer, block) + off, n);
     std::memcpy(v + at, storage_.v_block(layer, block) + off, n);
   });

@@ -41,7 +41,7 @@ inline constexpr int64_t kMaxContextTokens = int64_t{1} << 24;
 struct KvCacheOptions {
   int64_t n_ctx = 4096;       // positions the pool can hold in total (1 to kMaxContextTokens)
   int64_t block_size = 32;    // positions per block
-  DType type = DType::F16;    // F16 or F32
+  DType type = DType::F16;    // F32, F16, Q8_0 or Q4_0 (the block formats need head_dim % 32 == 0)
   uint64_t budget_bytes = 0;  // 0: the machine's available memory
   bool prefix_cache = true;   // key full blocks and let new sequences take cached prefixes
 };
@@ -115,7 +115,8 @@ class KvCache {
   // copied or unkeyed first, so no other sequence sees the move.
   void remove_positions(SeqId seq, int64_t from, int64_t n, const std::function<void(float* k)>& fix_key);
 
-  // Stores one position's K and V (n_kv_head * head_dim floats each).
+  // Stores one position's K and V (n_kv_head * head_dim floats each),
+  // rounded or quantized to the cache's type (kernels/kv_quant.h).
   // PRECONDITION: pos < length(seq) (reserved by begin_write).
   void store(int64_t layer, SeqId seq, int64_t pos, const float* k, const float* v);
   KvLayerView view(int64_t layer, SeqId seq) const;
@@ -147,8 +148,8 @@ class KvCache {
   // The cached blocks of the longest cached prefix of tokens[0, limit), in order.
   std::vector<int32_t> walk_prefix(std::span<const int32_t> tokens, int64_t limit, std::vector<uint64_t>* keys) const;
   void reserve(Sequence& s, SeqId seq, int64_t start, int64_t n);
-  void store_vec(uint8_t* dst, const float* src) const;
-  // copy(offset in the layer's block, offset in a position's vector, bytes, block) per kv head of `pos`.
+  void store_raw_v(int64_t layer, SeqId seq, int64_t pos, const uint8_t* v);  // V alone, as store_raw
+  // copy(offset in the layer's block, offset in a position's vector, bytes, block, kv head) per kv head of `pos`.
   template <class Copy>
   void each_head(SeqId seq, int64_t pos, const char* what, Copy copy) const;
   int32_t copy_of(int32_t block);  // a fresh block holding block's K/V; PRECONDITION: one is available

@@ -7,6 +7,7 @@
 #include "core/byte_size.h"
 #include "core/checked_math.h"
 #include "core/error.h"
+#include "kernels/kv_quant.h"
 
 namespace tally {
 
@@ -34,18 +35,20 @@ uint64_t KvStorage::planned_bytes(const KvShape& s, int64_t block_size, int64_t 
 
 KvStorage::KvStorage(const KvShape& shape, int64_t block_size, int64_t n_blocks, DType type, uint64_t budget_bytes)
     : shape_(shape), block_size_(block_size), n_blocks_(n_blocks), type_(type) {
-  if (type != DType::F32 && type != DType::F16)
-    fail("KV cache type {} is not supported (use f32 or f16)", dtype_name(type));
+  if (!kv_cache_type_supported(type))
+    fail("KV cache type {} is not supported (use f32, f16, q8_0 or q4_0)", dtype_name(type));
+  if (shape.head_dim % traits(type).block_size != 0)
+    fail("a {} KV cache needs a head size that is a multiple of {}, this model has {}", dtype_name(type),
+         traits(type).block_size, shape.head_dim);
   // planned_bytes is overflow-checked; the products below are parts of it.
   const uint64_t planned = planned_bytes(shape, block_size, n_blocks, type);
   if (planned > budget_bytes)
     fail("KV cache for {} positions needs {}, more than the memory budget of {}: lower -c{}",
          static_cast<uint64_t>(block_size) * static_cast<uint64_t>(n_blocks), format_bytes(planned),
          format_bytes(budget_bytes),
-         type == DType::F32 ? " or use --cache-type f16" : "");
-  value_bytes_ = traits(type).type_size;
-  block_bytes_ = static_cast<uint64_t>(shape.n_kv_head) * static_cast<uint64_t>(block_size) *
-                 static_cast<uint64_t>(shape.head_dim) * value_bytes_;
+         type == DType::F32 ? " or use --cache-type f16" : type == DType::F16 ? " or use --cache-type q8_0" : "");
+  vec_bytes_ = row_bytes(type, static_cast<uint64_t>(shape.head_dim));
+  block_bytes_ = static_cast<uint64_t>(shape.n_kv_head) * static_cast<uint64_t>(block_size) * vec_bytes_;
   layer_bytes_ = block_bytes_ * static_cast<uint64_t>(n_blocks);
   const uint64_t half = layer_bytes_ * static_cast<uint64_t>(shape.n_layer);
   k_.reset(new (std::nothrow) uint8_t[half]);

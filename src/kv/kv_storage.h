@@ -4,7 +4,8 @@
 //
 //   k_, v_: (n_layer, n_blocks, n_kv_head, block_size, head_dim) in `type`
 //
-// so one block of one layer keeps each kv head's positions contiguous: the
+// (for Q8_0/Q4_0 a head vector is head_dim / 32 GGUF blocks: 34 / 18 bytes
+// per 32 values, the scale in front of them), so one block of one layer keeps each kv head's positions contiguous: the
 // attention kernel streams a head's keys block by block.
 #include <cstdint>
 #include <memory>
@@ -16,7 +17,8 @@ namespace tally {
 
 class KvStorage {
  public:
-  // type: F32 or F16. Throws if the pool would exceed `budget_bytes`, naming the planned bytes.
+  // type: F32, F16, Q8_0 or Q4_0 (the block formats need head_dim % 32 == 0).
+  // Throws if the pool would exceed `budget_bytes`, naming the planned bytes.
   KvStorage(const KvShape& shape, int64_t block_size, int64_t n_blocks, DType type, uint64_t budget_bytes);
 
   const KvShape& shape() const { return shape_; }
@@ -32,7 +34,7 @@ class KvStorage {
   const uint8_t* k_block(int64_t layer, int64_t block) const { return k_.get() + offset(layer, block); }
   const uint8_t* v_block(int64_t layer, int64_t block) const { return v_.get() + offset(layer, block); }
   uint64_t block_bytes() const { return block_bytes_; }
-  uint64_t value_bytes() const { return value_bytes_; }
+  uint64_t vec_bytes() const { return vec_bytes_; }  // one head vector of head_dim values
 
   // Bytes held by all KvStorage objects alive in the process (lets a test
   // prove that a cache-free pass allocated no cache).
@@ -54,7 +56,7 @@ class KvStorage {
   int64_t block_size_;
   int64_t n_blocks_;
   DType type_;
-  uint64_t value_bytes_;  // bytes of one number
+  uint64_t vec_bytes_;    // bytes of one head vector
   uint64_t block_bytes_;  // one layer's block, all kv heads
   uint64_t layer_bytes_;  // all blocks of one layer
   std::unique_ptr<uint8_t[]> k_, v_;

@@ -4,6 +4,7 @@
 #include <new>
 
 #include "core/error.h"
+#include "kernels/kv_quant.h"
 #include "kernels/ops.h"
 #include "io/session_file.h"
 
@@ -120,7 +121,7 @@ std::string Session::load(const std::string& path) {
     fail("{}: the session's cache shape does not match this model", path);
   if (h.cache_type != cache_.storage().type())
     fail("{}: the session holds a {} cache; this one is {} (use --cache-type {})", path, dtype_name(h.cache_type),
-         dtype_name(cache_.storage().type()), h.cache_type == DType::F32 ? "f32" : "f16");
+         dtype_name(cache_.storage().type()), kv_cache_type_flag(h.cache_type));
   if (static_cast<int64_t>(h.n_tokens) > n_ctx())
     fail("{}: the session holds {} positions, more than this context of {} (raise -c)", path, h.n_tokens, n_ctx());
   for (int32_t t : d.tokens)

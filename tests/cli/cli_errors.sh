@@ -126,7 +126,12 @@ if [ -f "$model" ]; then
   expect_error "truncated model" "past the end|truncated" "$tally" inspect -m "$tmp/truncated.gguf"
   expect_error "negative temperature" "--temp" "$tally" run -p hi --temp -1
   expect_error "top-p out of range" "--top-p" "$tally" run -p hi --top-p 1.5
-  expect_error "bad cache type" "--cache-type" "$tally" run -p hi --cache-type q9
+  expect_error "bad cache type" "--cache-type must be f16, f32, q8_0 or q4_0, got 'q9'" "$tally" run -p hi --cache-type q9
+  expect_error "bench bad cache type" "--cache-type must be f16, f32, q8_0 or q4_0" "$tally" bench --cache-type q4_k --no-probe
+  expect_ok "kv-plan q8_0: 34 bytes per 32 numbers" "per token +12240 B" "$tally" kv-plan -m "$model" --dtype q8_0
+  expect_ok "kv-plan q4_0: 18 bytes per 32 numbers" "per token +6480 B" "$tally" kv-plan -m "$model" --dtype q4_0
+  expect_ok "greedy run, q8_0 cache" "Paris" "$tally" run -p "The capital of France is" -n 8 --temp 0 --cache-type q8_0
+  expect_ok "greedy run, q4_0 cache, scalar" "Paris" "$tally" run -p "The capital of France is" -n 4 --temp 0 --cache-type q4_0 --simd scalar
   expect_error "unknown kernel level" "--simd must be" "$tally" run -p hi --simd sse9
   expect_ok "scalar kernels" "Paris" "$tally" run -p "The capital of France is" -n 4 --temp 0 --simd scalar
   expect_error "negative -n" "-n must be" "$tally" run -p hi -n -1

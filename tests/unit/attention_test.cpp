@@ -1,6 +1,7 @@
 // Attention over a paged KV cache: the SIMD paths (AVX2, AVX-512) against the
 // scalar reference, and that against the same attention computed in double
-// from the stored (f16-rounded) keys and values, for F16 and F32 caches, head
+// from the stored (f16-rounded or dequantized) keys and values, for F16, F32,
+// Q8_0 and Q4_0 caches (the quantized ones score an int8 copy of the query), head
 // sizes that do and do not fill 8- and 16-float vectors, GQA groups of 1 to 8
 // heads, and key counts that cross block and chunk (kAttentionChunk) boundaries.
 #include <gtest/gtest.h>
@@ -43,19 +44,33 @@ struct Reference {
 // p_j, and the n_keys-term sum of p_j v_j adds n_keys u of max|v|.
 Reference reference(const float* q, const KvLayerView& kv, int64_t h, int64_t n_keys, float scale) {
   const int64_t hd = kv.head_dim;
-  const uint64_t vb = kv.type == DType::F32 ? 4 : 2;
-  auto key = [&](int64_t p) { return kv.k_head(p / kv.block_size, h) + (p % kv.block_size) * hd * vb; };
-  auto val = [&](int64_t p) { return kv.v_head(p / kv.block_size, h) + (p % kv.block_size) * hd * vb; };
+  const uint64_t row = kv.bytes_of(hd);
+  auto key = [&](int64_t p) { return kv.k_head(p / kv.block_size, h) + (p % kv.block_size) * row; };
+  auto val = [&](int64_t p) { return kv.v_head(p / kv.block_size, h) + (p % kv.block_size) * row; };
+  // A quantized cache scores q rounded to int8 per 32-value block: each q_i is
+  // off by at most half its block's step d_b = max|q_block| / 127 (plus float
+  // rounding of d_b), so a score moves by at most scale * sum_b d_b / 2 * sum_{i in b} |k_i|.
+  const bool quantized = kv.type == DType::Q8_0 || kv.type == DType::Q4_0;
+  std::vector<double> half_step(hd / 32 + 1, 0.0);
+  if (quantized)
+    for (int64_t b = 0; b < hd / 32; ++b) {
+      double amax = 0;
+      for (int64_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(double{q[b * 32 + i]}));
+      half_step[b] = amax / 127 * (0.5 + 2 * kU);
+    }
   std::vector<double> s(n_keys);
-  double mx = -INFINITY, big_s = 0;
+  double mx = -INFINITY, big_s = 0, q_err = 0;
   for (int64_t p = 0; p < n_keys; ++p) {
-    double dot = 0, abs = 0;
+    double dot = 0, abs = 0, err = 0;
     for (int64_t i = 0; i < hd; ++i) {
-      dot += q[i] * test::stored_value(key(p), i, kv.type);
-      abs += std::fabs(q[i] * test::stored_value(key(p), i, kv.type));
+      const double k = test::stored_value(key(p), i, kv.type);
+      dot += q[i] * k;
+      abs += std::fabs(q[i] * k);
+      if (quantized) err += half_step[i / 32] * std::fabs(k);
     }
     s[p] = dot * scale;
     big_s = std::max(big_s, abs * scale);
+    q_err = std::max(q_err, err * scale);
     mx = std::max(mx, s[p]);
   }
   double sum = 0;
@@ -67,8 +82,10 @@ Reference reference(const float* q, const KvLayerView& kv, int64_t h, int64_t n_
       r.out[i] += s[p] / sum * v;
       r.vmax[i] = std::max(r.vmax[i], std::fabs(v));
     }
-  const double delta = static_cast<double>(hd + 1) * kU * big_s;
-  r.tol_rel = 2 * delta + (static_cast<double>(n_keys) + 10) * kU;
+  // Every score off by at most delta moves each softmax weight by a factor in
+  // [e^-2delta, e^2delta].
+  const double delta = static_cast<double>(hd + 1) * kU * big_s + q_err;
+  r.tol_rel = std::expm1(2 * delta) + (static_cast<double>(n_keys) + 10) * kU;
   return r;
 }
 
@@ -199,16 +216,20 @@ TEST_P(AttentionTest, Avx512GroupsMatchScalar) {
 
 // 64 and 128 are the model head sizes; 48 fills 16-float vectors with an odd
 // count of them; 40 fills 8-float vectors only (AVX-512 takes the AVX2 path);
-// 36 is not a multiple of 8 (the SIMD code takes the scalar path).
+// 36 is not a multiple of 8 (the SIMD code takes the scalar path). The block
+// formats take multiples of 32: 32 and 96 are one and an odd count of blocks.
 INSTANTIATE_TEST_SUITE_P(Heads, AttentionTest,
                          ::testing::Values(AttentionCase{DType::F16, 64}, AttentionCase{DType::F16, 128},
                                            AttentionCase{DType::F16, 48}, AttentionCase{DType::F16, 40},
                                            AttentionCase{DType::F16, 36}, AttentionCase{DType::F32, 64},
                                            AttentionCase{DType::F32, 128}, AttentionCase{DType::F32, 48},
-                                           AttentionCase{DType::F32, 40}, AttentionCase{DType::F32, 36}),
+                                           AttentionCase{DType::F32, 40}, AttentionCase{DType::F32, 36},
+                                           AttentionCase{DType::Q8_0, 64}, AttentionCase{DType::Q8_0, 128},
+                                           AttentionCase{DType::Q8_0, 32}, AttentionCase{DType::Q8_0, 96},
+                                           AttentionCase{DType::Q4_0, 64}, AttentionCase{DType::Q4_0, 128},
+                                           AttentionCase{DType::Q4_0, 32}, AttentionCase{DType::Q4_0, 96}),
                          [](const auto& info) {
-                           return std::string(info.param.type == DType::F16 ? "F16" : "F32") + "_" +
-                                  std::to_string(info.param.head_dim);
+                           return std::string(dtype_name(info.param.type)) + "_" + std::to_string(info.param.head_dim);
                          });
 
 // One key: the output is exactly that key's value (softmax of one score is 1).

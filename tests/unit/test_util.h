@@ -39,8 +39,17 @@ class SimdLevelScope {
   SimdLevel saved_;
 };
 
-// Value i of a cached vector stored as F32 or F16 at p (unaligned).
+// Value i of a cached vector stored as F32, F16, Q8_0 or Q4_0 at p (unaligned).
 inline float stored_value(const uint8_t* p, int64_t i, DType t) {
+  if (t == DType::Q8_0 || t == DType::Q4_0) {
+    const uint8_t* b = p + (i / 32) * (t == DType::Q8_0 ? 34 : 18);
+    uint16_t dh;
+    std::memcpy(&dh, b, 2);
+    const int j = static_cast<int>(i % 32);
+    const int q = t == DType::Q8_0 ? static_cast<int8_t>(b[2 + j])
+                                   : (j < 16 ? (b[2 + j] & 15) : (b[2 + j - 16] >> 4)) - 8;
+    return static_cast<float>(q) * f16_to_f32(dh);
+  }
   if (t == DType::F32) {
     float f;
     std::memcpy(&f, p + 4 * i, 4);

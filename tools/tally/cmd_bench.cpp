@@ -42,7 +42,7 @@ void add_bench(CLI::App& app) {
       ->delimiter(',')
       ->transform(integer_in(1, kMaxThreads));
   cmd->add_option("-r", o->reps, "Repetitions per test")->capture_default_str();
-  cmd->add_option("--cache-type", o->m.cache_type, "KV cache number format: f16 or f32")->capture_default_str();
+  cmd->add_option("--cache-type", o->m.cache_type, "KV cache number format: f16, f32, q8_0 or q4_0")->capture_default_str();
   add_simd_options(cmd, o->m);
   cmd->add_flag("--probe", o->probe_only,
                 "Only measure this machine's read bandwidth, f32 FMA peak and int8 dot-product peak");

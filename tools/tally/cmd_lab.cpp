@@ -12,6 +12,7 @@
 #include "core/byte_size.h"
 #include "core/error.h"
 #include "io/text_file.h"
+#include "kernels/kv_quant.h"
 #include "kv/kv_cache.h"
 #include "kv/kv_shape.h"
 #include "lab/beam_cost.h"
@@ -19,6 +20,7 @@
 #include "lab/causal_experiment.h"
 #include "lab/continuity.h"
 #include "lab/depth_sweep.h"
+#include "lab/kv_quant_quality.h"
 #include "lab/plot.h"
 #include "lab/score_count.h"
 #include "lab/sinks_experiment.h"
@@ -426,6 +428,67 @@ void add_sinks(CLI::App* lab) {
   });
 }
 
+void add_kv_quant(CLI::App* lab) {
+  struct Opts {
+    ModelOptions m;
+    std::string text;
+    KvQuantOptions q;
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  o->q.prompts = {"The capital of France is", "Once upon a time, in a small village by the sea,",
+                  "def fibonacci(n):", "Photosynthesis is the process by which"};
+  auto* cmd = lab->add_subcommand(
+      "kv-quant", "Quality of a quantized KV cache: perplexity, KL divergence against f16 and f32, greedy agreement");
+  add_model_options(cmd, o->m);
+  cmd->add_option("--text", o->text, "A long text file (public domain)")->required();
+  cmd->add_option("--contexts", o->q.contexts, "Context lengths, comma-separated")->delimiter(',')->capture_default_str();
+  cmd->add_option("--tokens", o->q.tokens, "Tokens scored per context (whole windows, at least one)")
+      ->capture_default_str();
+  cmd->add_option("--greedy-tokens", o->q.greedy_tokens, "Tokens generated per prompt for greedy agreement")
+      ->capture_default_str();
+  cmd->add_option("--prompt", o->q.prompts, "Greedy-agreement prompts (replace the built-in four)");
+  cmd->add_flag("--json", o->json, "Print JSON");
+  cmd->callback([o] {
+    std::ifstream in(o->text, std::ios::binary);
+    if (!in) fail("--text {}: cannot open it", o->text);
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    LoadedModel lm = load_model(o->m);
+    for (int64_t c : o->q.contexts)
+      if (c < 2) fail("--contexts values must be at least 2, got {}", c);
+    if (o->q.greedy_tokens < 0) fail("--greedy-tokens must be >= 0, got {}", o->q.greedy_tokens);
+    const auto ids = lm.tokenizer->encode(text, true, false);
+    o->q.n_threads = o->m.threads;
+    Progress progress("tally lab kv-quant");
+    const auto rep = measure_kv_quant(*lm.model, *lm.tokenizer, ids, o->q, draw_on(progress, "scoring the text"));
+    progress.clear();
+    if (o->json) {
+      nlohmann::json a = nlohmann::json::array(), g = nlohmann::json::array();
+      for (const auto& r : rep.rows)
+        a.push_back({{"context", r.context}, {"type", kv_cache_type_flag(r.type)}, {"windows", r.windows},
+                     {"predictions", r.predictions}, {"ppl", r.ppl}, {"kl_vs_f16", r.kl_vs_f16},
+                     {"kl_vs_f32", r.kl_vs_f32}, {"max_kl_vs_f16", r.max_kl_vs_f16}, {"top1_vs_f16", r.top1_vs_f16},
+                     {"seconds", r.seconds}});
+      for (const auto& r : rep.greedy)
+        g.push_back({{"prompt", r.prompt}, {"type", kv_cache_type_flag(r.type)}, {"generated", r.generated},
+                     {"agree_prefix", r.agree_prefix}});
+      print_json({{"text_tokens", ids.size()}, {"rows", a}, {"greedy", g}});
+      return;
+    }
+    fmt::print("| context | cache | windows | predictions | perplexity | mean KL vs f16 | max KL vs f16 | mean KL vs f32 "
+               "| top-1 = f16 | seconds |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    for (const auto& r : rep.rows)
+      fmt::print("| {} | {} | {} | {} | {:.4f} | {:.2e} | {:.2e} | {:.2e} | {:.2f}% | {:.1f} |\n", r.context,
+                 kv_cache_type_flag(r.type), r.windows, r.predictions, r.ppl, r.kl_vs_f16, r.max_kl_vs_f16,
+                 r.kl_vs_f32, 100 * r.top1_vs_f16, r.seconds);
+    if (!rep.greedy.empty()) {
+      fmt::print("\n| prompt | cache | tokens equal to f16's before the first difference |\n|---|---|---|\n");
+      for (const auto& r : rep.greedy)
+        fmt::print("| {} | {} | {} of {} |\n", r.prompt, kv_cache_type_flag(r.type), r.agree_prefix, r.generated);
+    }
+  });
+}
+
 void add_lab(CLI::App& app) {
   auto* lab = app.add_subcommand("lab", "The KV-cache lab: the seeds' experiments on a real model");
   lab->require_subcommand(1);
@@ -436,6 +499,7 @@ void add_lab(CLI::App& app) {
   add_continuity(lab);
   add_beam(lab);
   add_sinks(lab);
+  add_kv_quant(lab);
 }
 
 }  // namespace tally::cli

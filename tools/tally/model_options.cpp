@@ -11,6 +11,7 @@
 #include "kernels/cpu_features.h"
 #include "kv/kv_cache.h"
 #include "option_checks.h"
+#include "kernels/kv_quant.h"
 
 namespace tally::cli {
 
@@ -22,7 +23,7 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
   cmd->add_option("--batch", o.batch, "Prefill chunk size in tokens")
       ->capture_default_str()
       ->transform(integer_in(1, kMaxBatch));
-  cmd->add_option("--cache-type", o.cache_type, "KV cache number format: f16 or f32")->capture_default_str();
+  cmd->add_option("--cache-type", o.cache_type, "KV cache number format: f16, f32, q8_0 or q4_0")->capture_default_str();
   cmd->add_option("--kv-budget", o.kv_budget,
                   "Memory the KV cache may use: BYTES, or with KiB/MiB/GiB/TiB (default: available memory)");
   add_simd_options(cmd, o);
@@ -64,9 +65,13 @@ LoadedModel load_model(const ModelOptions& o) {
 
 SessionOptions session_options(const ModelOptions& o, const Model& m, bool all_logits) {
   SessionOptions s;
-  if (o.cache_type == "f16") s.cache_type = DType::F16;
-  else if (o.cache_type == "f32") s.cache_type = DType::F32;
-  else fail("--cache-type must be f16 or f32, got '{}'", o.cache_type);
+  const auto ct = kv_cache_type_from_flag(o.cache_type);
+  if (!ct) fail("--cache-type must be {}, got '{}'", kKvCacheTypeFlags, o.cache_type);
+  s.cache_type = *ct;
+  const int64_t hd = m.config().head_dim;
+  if (hd % traits(*ct).block_size != 0)
+    fail("--cache-type {} needs a head size that is a multiple of {}, this model has {}", o.cache_type,
+         traits(*ct).block_size, hd);
   if (o.ctx > m.config().n_ctx_train)
     fmt::print(stderr, "tally: warning: -c {} exceeds the model's trained context of {}; quality may degrade\n",
                o.ctx, m.config().n_ctx_train);
