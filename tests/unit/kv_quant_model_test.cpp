@@ -1,7 +1,7 @@
 // The quantized KV cache on the default model (SmolLM2-135M): against the f16
 // cache, on chapter 1 of Pride and Prejudice (one window of 512 tokens), the
 // next-token distributions stay close (mean KL divergence under a bound set
-// from a measurement) and greedy decoding follows f16 as far as f32 does.
+// from a measurement, and the top-1 token equal to f16's almost everywhere).
 //
 // Measured (this tree, AVX2, 511 predictions), mean KL against f16 in nats:
 // f32 3.8e-3 (the floor: f16's own rounding), q8_0 5.8e-3 (top-1 equal to
@@ -23,7 +23,6 @@ namespace {
 constexpr double kMaxMeanKlQ8 = 1.2e-2;
 constexpr double kMaxMeanKlQ4 = 0.5;
 constexpr double kMinTop1Q8 = 0.93;
-constexpr int64_t kMinGreedyAgreeQ8 = 8;
 
 std::string chapter1() {
   std::ifstream in(std::string(TALLY_FIXTURES_DIR) + "/text/pride_and_prejudice_ch1.txt");
@@ -58,17 +57,13 @@ TEST(KvQuantModel, NextTokenDistributionsStayCloseToF16) {
                 std::string(dtype_name(row.type)).c_str(), row.ppl, row.kl_vs_f16, row.max_kl_vs_f16, row.kl_vs_f32,
                 100 * row.top1_vs_f16);
   }
-  // Greedy text: f32 and f16 themselves part after a few tokens on some
-  // prompts (a near tie), so q8_0 must follow f16 as far as f32 does, up to kMinGreedyAgreeQ8.
-  for (const auto& g : r.greedy) {
+  // Greedy text is printed, not asserted: where two caches part is a near tie
+  // of the f16 run (f32 itself parts from f16 after 5-32 tokens), so the
+  // prefix length moves with any last-bit change of the kernels; the
+  // distributions above are what is bounded.
+  for (const auto& g : r.greedy)
     std::printf("%s | %s: %lld of %lld equal to f16\n", g.prompt.c_str(), std::string(dtype_name(g.type)).c_str(),
                 static_cast<long long>(g.agree_prefix), static_cast<long long>(g.generated));
-    if (g.type != DType::Q8_0) continue;
-    for (const auto& f : r.greedy)
-      if (f.prompt == g.prompt && f.type == DType::F32) {
-        EXPECT_GE(g.agree_prefix, std::min(f.agree_prefix, kMinGreedyAgreeQ8)) << g.prompt;
-      }
-  }
 }
 
 }  // namespace
