@@ -16,6 +16,7 @@
 #include "kv/kv_shape.h"
 #include "runtime/generator.h"
 #include "runtime/session.h"
+#include "session_helpers.h"
 #include "test_util.h"
 #include "tiny_model.h"
 
@@ -140,12 +141,6 @@ TEST(KvQuant, BytesPerPositionAreTheBlockFormats) {
   KvCache fits(smollm2, KvCacheOptions{256, 32, DType::Q8_0, 3133440, true});
 }
 
-std::vector<int32_t> toks(int n) {
-  std::vector<int32_t> t(n);
-  for (int i = 0; i < n; ++i) t[i] = (7 * i * i + 3 * i + 1) % 50;
-  return t;
-}
-
 test::TinySpec spec32() {  // the tiny decoder with heads of 32 (one block per head vector)
   test::TinySpec s;
   s.head_dim = 32;
@@ -155,46 +150,30 @@ test::TinySpec spec32() {  // the tiny decoder with heads of 32 (one block per h
   return s;
 }
 
-SessionOptions opts(DType cache, int64_t n_ctx) {
-  SessionOptions o;
-  o.n_ctx = n_ctx;
-  o.cache_type = cache;
-  o.n_threads = 2;
-  o.block_size = 8;
-  return o;
-}
-
-GenerateOptions greedy(int64_t n) {
-  GenerateOptions g;
-  g.max_tokens = n;
-  g.sampling.temperature = 0;
-  return g;
-}
-
 TEST(KvQuant, SavedSessionContinuesBitForBit) {
   const auto tm = test::make_tiny_model(spec32());
   char tmpl[] = "/tmp/tally-kvq-XXXXXX";
   const std::filesystem::path dir = ::mkdtemp(tmpl);
   const std::string file = (dir / "s.tks").string();
   for (DType cache : {DType::Q8_0, DType::Q4_0}) {
-    Session whole(*tm->model, opts(cache, 128));
-    const auto all = generate(whole, toks(11), greedy(20)).tokens;
-    Session first(*tm->model, opts(cache, 128));
-    const auto head = generate(first, toks(11), greedy(8)).tokens;
+    Session whole(*tm->model, test::small_block_session(cache, 128));
+    const auto all = generate(whole, test::token_pattern(11), test::greedy_options(20)).tokens;
+    Session first(*tm->model, test::small_block_session(cache, 128));
+    const auto head = generate(first, test::token_pattern(11), test::greedy_options(8)).tokens;
     first.append(std::span<const int32_t>(&head.back(), 1));
     first.save(file, "m");
     EXPECT_EQ(std::filesystem::file_size(file),
               8 + 4 + 4 + 8 + 4 + 4 * 4 + 8 + 8 + 1 + 19 * 4 + 2 * 2 * 19 * 2 * traits(cache).type_size + 8)
         << "bytes per position must be the block format's";
-    Session second(*tm->model, opts(cache, 128));
+    Session second(*tm->model, test::small_block_session(cache, 128));
     second.load(file);
     const int32_t last = second.tokens().back();
     second.truncate(18);
-    const auto tail = generate(second, std::vector<int32_t>{last}, greedy(12)).tokens;
+    const auto tail = generate(second, std::vector<int32_t>{last}, test::greedy_options(12)).tokens;
     std::vector<int32_t> joined = head;
     joined.insert(joined.end(), tail.begin(), tail.end());
     EXPECT_EQ(joined, all) << dtype_name(cache);
-    Session other(*tm->model, opts(DType::F16, 128));
+    Session other(*tm->model, test::small_block_session(DType::F16, 128));
     expect_error([&] { other.load(file); }, {"--cache-type " + std::string(kv_cache_type_flag(cache))});
   }
   std::filesystem::remove_all(dir);
@@ -204,8 +183,8 @@ TEST(KvQuant, SlideRerotatesQuantizedKeysAndMovesValuesUnchanged) {
   const auto tm = test::make_tiny_model(spec32());
   const auto& c = tm->model->config();
   for (DType cache : {DType::Q8_0, DType::Q4_0}) {
-    const auto t = toks(40);
-    Session s(*tm->model, opts(cache, 40));
+    const auto t = test::token_pattern(40);
+    Session s(*tm->model, test::small_block_session(cache, 40));
     s.append(t);
     std::vector<float> k_before(c.kv_dim()), v_before(c.kv_dim());
     s.read_kv(0, 28, k_before.data(), v_before.data());
@@ -218,7 +197,7 @@ TEST(KvQuant, SlideRerotatesQuantizedKeysAndMovesValuesUnchanged) {
     // a step of either copy's scale per value.
     std::vector<int32_t> fresh(t.begin(), t.begin() + 20);
     fresh.push_back(t[28]);
-    Session f(*tm->model, opts(cache, 40));
+    Session f(*tm->model, test::small_block_session(cache, 40));
     f.append(fresh);
     std::vector<float> fk(c.kv_dim()), fv(c.kv_dim());
     f.read_kv(0, 20, fk.data(), fv.data());
@@ -230,11 +209,11 @@ TEST(KvQuant, SlideRerotatesQuantizedKeysAndMovesValuesUnchanged) {
         EXPECT_NEAR(k[b * 32 + i], fk[b * 32 + i], 2 * step) << dtype_name(cache) << " key value " << b * 32 + i;
     }
     // A stream of several windows keeps its sinks and stays inside the window.
-    Session z(*tm->model, opts(cache, 48));
-    GenerateOptions g = greedy(150);
+    Session z(*tm->model, test::small_block_session(cache, 48));
+    GenerateOptions g = test::greedy_options(150);
     g.sinks = 4;
     int64_t longest = 0;
-    const auto prompt = toks(10);
+    const auto prompt = test::token_pattern(10);
     const GenerateResult r = generate(z, prompt, g, [&](int32_t) { longest = std::max(longest, z.length()); });
     EXPECT_EQ(r.tokens.size(), 150u);
     EXPECT_LE(longest, 48);

@@ -19,6 +19,7 @@
 #include "io/session_file.h"
 #include "runtime/generator.h"
 #include "runtime/session.h"
+#include "session_helpers.h"
 #include "test_util.h"
 #include "tiny_model.h"
 
@@ -26,28 +27,6 @@ namespace tally {
 namespace {
 
 using test::expect_error;
-
-std::vector<int32_t> toks(int n) {
-  std::vector<int32_t> t(n);
-  for (int i = 0; i < n; ++i) t[i] = (7 * i * i + 3 * i + 1) % 50;
-  return t;
-}
-
-SessionOptions opts(DType cache = DType::F16, int64_t n_ctx = 128) {
-  SessionOptions o;
-  o.n_ctx = n_ctx;
-  o.cache_type = cache;
-  o.n_threads = 2;
-  o.block_size = 8;
-  return o;
-}
-
-GenerateOptions greedy(int64_t n) {
-  GenerateOptions g;
-  g.max_tokens = n;
-  g.sampling.temperature = 0;
-  return g;
-}
 
 struct TempDir {
   std::filesystem::path path;
@@ -68,20 +47,20 @@ TEST(SessionFile, SaveLoadContinueEqualsAnUninterruptedRun) {
   const auto tm = test::make_tiny_model();
   TempDir dir;
   for (DType cache : {DType::F16, DType::F32}) {
-    Session whole(*tm->model, opts(cache));
-    const auto all = generate(whole, toks(11), greedy(20)).tokens;
+    Session whole(*tm->model, test::small_block_session(cache, 128));
+    const auto all = generate(whole, test::token_pattern(11), test::greedy_options(20)).tokens;
 
-    Session first(*tm->model, opts(cache));
-    const auto head = generate(first, toks(11), greedy(8)).tokens;
+    Session first(*tm->model, test::small_block_session(cache, 128));
+    const auto head = generate(first, test::token_pattern(11), test::greedy_options(8)).tokens;
     first.append(std::span<const int32_t>(&head.back(), 1));  // the last chosen token into the cache, as run does
     first.save(dir.file("s.tks"), "meta text");
 
-    Session second(*tm->model, opts(cache));
+    Session second(*tm->model, test::small_block_session(cache, 128));
     EXPECT_EQ(second.load(dir.file("s.tks")), "meta text");
     EXPECT_EQ(second.length(), 19);
     const int32_t last = second.tokens().back();
     second.truncate(18);
-    const auto tail = generate(second, std::vector<int32_t>{last}, greedy(12)).tokens;
+    const auto tail = generate(second, std::vector<int32_t>{last}, test::greedy_options(12)).tokens;
     std::vector<int32_t> joined = head;
     joined.insert(joined.end(), tail.begin(), tail.end());
     EXPECT_EQ(joined, all) << dtype_name(cache);
@@ -91,8 +70,8 @@ TEST(SessionFile, SaveLoadContinueEqualsAnUninterruptedRun) {
 TEST(SessionFile, EveryFlippedByteAndEveryTruncationIsRefused) {
   const auto tm = test::make_tiny_model();
   TempDir dir;
-  Session s(*tm->model, opts());
-  s.append(toks(9));
+  Session s(*tm->model, test::small_block_session(DType::F16, 128));
+  s.append(test::token_pattern(9));
   s.save(dir.file("s.tks"), "{}");
   const auto good = read_all(dir.file("s.tks"));
   ASSERT_NO_THROW(parse_session_file(good.data(), good.size(), "s.tks"));
@@ -121,31 +100,31 @@ TEST(SessionFile, AnotherModelAnotherCacheTypeOrASmallerContextIsRefused) {
   const auto other = test::make_tiny_model(other_spec);
   EXPECT_NE(tm->model->fingerprint(), other->model->fingerprint());
   TempDir dir;
-  Session s(*tm->model, opts());
-  s.append(toks(20));
+  Session s(*tm->model, test::small_block_session(DType::F16, 128));
+  s.append(test::token_pattern(20));
   s.save(dir.file("s.tks"));
-  Session o(*other->model, opts());
+  Session o(*other->model, test::small_block_session(DType::F16, 128));
   expect_error([&] { o.load(dir.file("s.tks")); }, {"s.tks", "another model"});
-  Session f32(*tm->model, opts(DType::F32));
+  Session f32(*tm->model, test::small_block_session(DType::F32, 128));
   expect_error([&] { f32.load(dir.file("s.tks")); }, {"F16", "--cache-type f16"});
-  Session small(*tm->model, opts(DType::F16, 16));
+  Session small(*tm->model, test::small_block_session(DType::F16, 16));
   expect_error([&] { small.load(dir.file("s.tks")); }, {"20 positions", "context of 16"});
   expect_error([&] { small.load(dir.file("missing.tks")); }, {"missing.tks", "not a session file"});
   // A refused load leaves the session as it was.
-  small.append(toks(3));
+  small.append(test::token_pattern(3));
   EXPECT_THROW(small.load(dir.file("s.tks")), Error);
-  EXPECT_EQ(small.tokens(), toks(3));
+  EXPECT_EQ(small.tokens(), test::token_pattern(3));
 }
 
 // A save killed after its first layer: the file under the name is the previous one, whole.
 TEST(SessionFile, AKilledSaveLeavesThePreviousFileIntact) {
   const auto tm = test::make_tiny_model();
   TempDir dir;
-  Session s(*tm->model, opts());
-  s.append(toks(6));
+  Session s(*tm->model, test::small_block_session(DType::F16, 128));
+  s.append(test::token_pattern(6));
   s.save(dir.file("s.tks"), "before");
   const auto before = read_all(dir.file("s.tks"));
-  s.append(toks(30));
+  s.append(test::token_pattern(30));
   std::fflush(nullptr);
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
@@ -157,9 +136,9 @@ TEST(SessionFile, AKilledSaveLeavesThePreviousFileIntact) {
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "the save was not interrupted";
   EXPECT_EQ(read_all(dir.file("s.tks")), before);
-  Session again(*tm->model, opts());
+  Session again(*tm->model, test::small_block_session(DType::F16, 128));
   EXPECT_EQ(again.load(dir.file("s.tks")), "before");
-  EXPECT_EQ(again.tokens(), toks(6));
+  EXPECT_EQ(again.tokens(), test::token_pattern(6));
 }
 
 }  // namespace

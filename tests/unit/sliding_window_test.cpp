@@ -13,6 +13,7 @@
 #include "kv/kv_cache.h"
 #include "runtime/generator.h"
 #include "runtime/session.h"
+#include "session_helpers.h"
 #include "test_util.h"
 #include "tiny_model.h"
 
@@ -20,21 +21,6 @@ namespace tally {
 namespace {
 
 using test::expect_error;
-
-std::vector<int32_t> toks(int n) {
-  std::vector<int32_t> t(n);
-  for (int i = 0; i < n; ++i) t[i] = (7 * i * i + 3 * i + 1) % 50;
-  return t;
-}
-
-SessionOptions opts(int64_t n_ctx, DType cache = DType::F32) {
-  SessionOptions o;
-  o.n_ctx = n_ctx;
-  o.cache_type = cache;
-  o.n_threads = 2;
-  o.block_size = 8;
-  return o;
-}
 
 TEST(SlidingWindow, RemovedPositionsShiftTheRestDownUnchanged) {
   KvCache c({1, 1, 4}, KvCacheOptions{64, 4, DType::F32, 1u << 20, true});
@@ -63,8 +49,8 @@ TEST(SlidingWindow, RemovedPositionsShiftTheRestDownUnchanged) {
 TEST(SlidingWindow, AMovedKeyEqualsTheKeyComputedAtItsNewPosition) {
   const auto tm = test::make_tiny_model();
   const auto& c = tm->model->config();
-  const auto t = toks(40);
-  Session s(*tm->model, opts(40));
+  const auto t = test::token_pattern(40);
+  Session s(*tm->model, test::small_block_session(DType::F32, 40));
   s.append(t);
   const int64_t sinks = 4;
   EXPECT_EQ(s.slide(4, sinks), 8);  // 4 more do not fit in 40: one block of 8 goes
@@ -76,7 +62,7 @@ TEST(SlidingWindow, AMovedKeyEqualsTheKeyComputedAtItsNewPosition) {
   // does not look at them).
   std::vector<int32_t> fresh(t.begin(), t.begin() + 20);
   fresh.push_back(t[28]);
-  Session f(*tm->model, opts(40));
+  Session f(*tm->model, test::small_block_session(DType::F32, 40));
   f.append(fresh);
   std::vector<float> fk(c.kv_dim()), fv(c.kv_dim());
   f.read_kv(0, 20, fk.data(), fv.data());
@@ -89,8 +75,8 @@ TEST(SlidingWindow, AMovedKeyEqualsTheKeyComputedAtItsNewPosition) {
 
 TEST(SlidingWindow, AStreamKeepsItsSinksAndNeverOutgrowsTheWindow) {
   const auto tm = test::make_tiny_model();
-  const auto prompt = toks(10);
-  Session s(*tm->model, opts(48, DType::F16));
+  const auto prompt = test::token_pattern(10);
+  Session s(*tm->model, test::small_block_session(DType::F16, 48));
   GenerateOptions g;
   g.max_tokens = 300;  // six windows' worth
   g.sinks = 4;
@@ -104,7 +90,7 @@ TEST(SlidingWindow, AStreamKeepsItsSinksAndNeverOutgrowsTheWindow) {
   EXPECT_EQ(std::vector<int32_t>(s.tokens().begin(), s.tokens().begin() + 4),
             std::vector<int32_t>(prompt.begin(), prompt.begin() + 4));
   // Without sinks the start is gone too.
-  Session z(*tm->model, opts(48, DType::F16));
+  Session z(*tm->model, test::small_block_session(DType::F16, 48));
   g.sinks = 0;
   generate(z, prompt, g);
   EXPECT_NE(std::vector<int32_t>(z.tokens().begin(), z.tokens().begin() + 4),
@@ -113,13 +99,13 @@ TEST(SlidingWindow, AStreamKeepsItsSinksAndNeverOutgrowsTheWindow) {
 
 TEST(SlidingWindow, ImpossibleWindowsAreRefused) {
   const auto tm = test::make_tiny_model();
-  Session s(*tm->model, opts(16));
-  s.append(toks(16));
+  Session s(*tm->model, test::small_block_session(DType::F32, 16));
+  s.append(test::token_pattern(16));
   expect_error([&] { s.slide(1, 12); }, {"window of 16", "12 sinks"});  // 12 sinks + a block of 8 > 16
   expect_error([&] { s.slide(1, -1); }, {"--sinks must be >= 0"});
   GenerateOptions g;
   g.max_tokens = -1;
-  expect_error([&] { generate(s, toks(1), g); }, {"no token limit needs a sliding window"});
+  expect_error([&] { generate(s, test::token_pattern(1), g); }, {"no token limit needs a sliding window"});
 }
 
 }  // namespace
