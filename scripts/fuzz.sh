@@ -18,7 +18,20 @@ all=(gguf tokenizer hf_config cli_numbers session)
 names=("$@")
 [[ ${#names[@]} -gt 0 ]] || names=("${all[@]}")
 targets=()
-for n in "${names[@]}"; do targets+=("fuzz_$n"); done
+for n in "${names[@]}"; do
+  # The tokenizer target reads its vocabularies from ../shared (or $TALLY_FUZZ_VOCAB).
+  if [[ $n == tokenizer && -z ${TALLY_FUZZ_VOCAB:-} &&
+        ! -f $ROOT/../shared/testdata/tokenizer/ggml-vocab-starcoder.gguf ]]; then
+    if [[ ${TALLY_REQUIRE_SHARED:-} == 1 ]]; then
+      echo "fuzz.sh: fuzz_tokenizer needs ../shared/testdata/tokenizer (TALLY_REQUIRE_SHARED=1)" >&2
+      exit 1
+    fi
+    echo "== fuzz_tokenizer: skipped (no ../shared/testdata/tokenizer; set TALLY_FUZZ_VOCAB)"
+    continue
+  fi
+  targets+=("fuzz_$n")
+done
+[[ ${#targets[@]} -gt 0 ]] || exit 0
 
 CC=clang CXX=clang++ cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTALLY_FUZZ=ON -DTALLY_TESTS=OFF >/dev/null
