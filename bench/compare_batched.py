@@ -21,15 +21,12 @@ Needs only Python's standard library, a built tally and llama.cpp's tools
 """
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-TALLY_HOME = Path(os.environ.get("TALLY_HOME", Path.home() / ".cache/tally"))
-DEFAULT_MODEL = TALLY_HOME / "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+from bench_common import add_engine_args
 
 
 def die(msg):
@@ -76,10 +73,7 @@ def tally_prefill(tally, model, threads):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default=str(DEFAULT_MODEL))
-    ap.add_argument("--tally", default=str(ROOT / "build/release/tally"))
-    ap.add_argument("--llama-bin", default=str(TALLY_HOME / "llama.cpp/bin"))
-    ap.add_argument("--threads", type=int, default=2)
+    add_engine_args(ap)
     ap.add_argument("--npl", type=ints, default=[1, 2, 4, 8, 16, 32])
     ap.add_argument("--npp", type=int, default=128)
     ap.add_argument("--ntg", type=int, default=64)

@@ -22,18 +22,14 @@ Needs only Python's standard library, a built tally and llama.cpp's tools
 import argparse
 import http.client
 import json
-import os
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-TALLY_HOME = Path(os.environ.get("TALLY_HOME", Path.home() / ".cache/tally"))
-DEFAULT_MODEL = TALLY_HOME / "models/SmolLM2-135M-Instruct.Q4_1.gguf"
-sys.path.insert(0, str(ROOT / "bench"))
-import load_generator  # noqa: E402
+import load_generator
+from bench_common import add_engine_args
 
 
 def die(msg):
@@ -118,10 +114,7 @@ def run_server(name, cmd, port, health, levels, args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default=str(DEFAULT_MODEL))
-    ap.add_argument("--tally", default=str(ROOT / "build/release/tally"))
-    ap.add_argument("--llama-bin", default=str(TALLY_HOME / "llama.cpp/bin"))
-    ap.add_argument("--threads", type=int, default=2)
+    add_engine_args(ap)
     ap.add_argument("--parallel", type=int, default=8)
     ap.add_argument("--clients", default="1,4,16,32")
     ap.add_argument("--requests", type=int, default=96)
