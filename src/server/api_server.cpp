@@ -400,8 +400,11 @@ void ApiServer::routes() {
                                               {"finish_reason", nullptr}}}))))
                   return false;
           }
+          // Back to cpp-httplib at least every 250 ms, so that a stopping server is not held by
+          // a stream whose events never pause.
+          const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(250);
           Event e;
-          while (job->next(e, std::chrono::milliseconds(50))) {
+          while (std::chrono::steady_clock::now() < until && job->next(e, std::chrono::milliseconds(50))) {
             json c;
             if (e.kind == Event::Kind::End) {
               c = chat ? json{{"index", e.choice}, {"delta", json::object()}, {"logprobs", nullptr},

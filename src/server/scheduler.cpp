@@ -262,6 +262,10 @@ void Scheduler::loop() {
       if (!job->cancelled() && !try_admit(job)) break;
       std::lock_guard<std::mutex> lock(m_);
       queue_.pop_front();
+      // Moved from the queue to the running set in one step, as wait_idle() sees it: between
+      // here and the publish() below, a drain would otherwise see nothing waiting or running.
+      gauges_.queue_depth = static_cast<int64_t>(queue_.size());
+      gauges_.running_requests = static_cast<int64_t>(running_.size());
       if (job->cancelled())  // gone before it started: answer nothing more, count nothing
         for (int i = 0; i < job->request().n; ++i) job->push(Event{Event::Kind::End, i, "", -1, 0, {}, "cancelled"});
     }
