@@ -1,6 +1,7 @@
 #include "runtime/embedder.h"
 
 #include "core/error.h"
+#include "core/printable.h"
 #include "model/forward.h"
 #include "core/thread_pool.h"
 
@@ -10,7 +11,7 @@ Pooling pooling_from_name(std::string_view name) {
   if (name == "none") return Pooling::None;
   if (name == "mean") return Pooling::Mean;
   if (name == "last") return Pooling::Last;
-  fail("--pool must be none, mean or last, got '{}'", name);
+  fail("--pool must be none, mean or last, got '{}'", excerpt(name));
 }
 
 Embedding embed(const Model& model, std::span<const int32_t> tokens, int64_t layer, Pooling pool, int n_threads) {

@@ -3,6 +3,7 @@
 #include "core/byte_size.h"
 #include "core/checked_math.h"
 #include "core/error.h"
+#include "core/printable.h"
 
 namespace tally {
 namespace {
@@ -18,7 +19,7 @@ uint64_t mul_or_fail(uint64_t a, uint64_t b, std::string_view what) {
 DType kv_plan_dtype(std::string_view name) {
   const auto t = dtype_from_name(name);
   if (!t || (*t != DType::F32 && *t != DType::F16 && *t != DType::BF16 && *t != DType::Q8_0 && *t != DType::Q4_0))
-    fail("--dtype '{}' is not a cache number format; use f32, f16, bf16, q8_0 or q4_0", name);
+    fail("--dtype '{}' is not a cache number format; use f32, f16, bf16, q8_0 or q4_0", excerpt(name));
   return *t;
 }
 
@@ -29,10 +30,10 @@ std::vector<uint64_t> parse_token_list(std::string_view list) {
   for (size_t i = 1;; ++i) {
     const size_t comma = list.find(',', start);
     const std::string_view entry = trim(list.substr(start, comma == std::string_view::npos ? list.npos : comma - start));
-    if (entry.empty()) fail("--tokens '{}': entry {} is empty", list, i);
+    if (entry.empty()) fail("--tokens '{}': entry {} is empty", excerpt(list), i);
     const auto v = parse_whole(entry);
-    if (!v) fail("--tokens '{}': entry {} '{}' is not a whole number of tokens", list, i, entry);
-    if (*v == 0) fail("--tokens '{}': entry {} is zero; a context holds at least one token", list, i);
+    if (!v) fail("--tokens '{}': entry {} '{}' is not a whole number of tokens", excerpt(list), i, excerpt(entry));
+    if (*v == 0) fail("--tokens '{}': entry {} is zero; a context holds at least one token", excerpt(list), i);
     out.push_back(*v);
     if (comma == std::string_view::npos) break;
     start = comma + 1;

@@ -357,6 +357,14 @@ TEST(KvPlanErrors, BadFlags) {
   expect_error([] { parse_token_list("-5"); }, {"--tokens", "'-5'"});
   expect_error([] { parse_token_list("0,8"); }, {"--tokens", "entry 1 is zero"});
   expect_error([] { parse_token_list("99999999999999999999999"); }, {"--tokens", "not a whole number"});
+  // A long flag value is shown as a bounded excerpt, not echoed whole (found by fuzz_cli_numbers).
+  try {
+    parse_token_list(std::string(5000, 'm') + ".m");
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_LT(std::string(e.what()).size(), 400u) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bytes)"), std::string::npos) << e.what();
+  }
   expect_error([] { parse_byte_count("lots", "--budget"); }, {"--budget", "'lots'", "not a byte count"});
   expect_error([] { parse_byte_count("-1", "--budget"); }, {"--budget", "'-1'"});
   expect_error([] { parse_byte_count("0", "--weights-bytes"); }, {"--weights-bytes", "zero"});

@@ -7,6 +7,7 @@
 
 #include "core/byte_size.h"
 #include "core/error.h"
+#include "core/printable.h"
 #include "io/model_locator.h"
 #include "kernels/cpu_features.h"
 #include "kv/kv_cache.h"
@@ -41,7 +42,7 @@ void apply_simd_options(const ModelOptions& o) {
   if (o.simd.empty()) return;
   SimdLevel level;
   if (!simd_level_from_name(o.simd, level))
-    fail("--simd must be scalar, avx2, avx2+vnni or avx512+vnni, got '{}'", o.simd);
+    fail("--simd must be scalar, avx2, avx2+vnni or avx512+vnni, got '{}'", excerpt(o.simd));
   if (!simd_supported(level)) fail("--simd {}: this CPU does not support it", o.simd);
   set_simd_level(level);
 }
@@ -66,7 +67,7 @@ LoadedModel load_model(const ModelOptions& o) {
 SessionOptions session_options(const ModelOptions& o, const Model& m, bool all_logits) {
   SessionOptions s;
   const auto ct = kv_cache_type_from_flag(o.cache_type);
-  if (!ct) fail("--cache-type must be {}, got '{}'", kKvCacheTypeFlags, o.cache_type);
+  if (!ct) fail("--cache-type must be {}, got '{}'", kKvCacheTypeFlags, excerpt(o.cache_type));
   s.cache_type = *ct;
   const int64_t hd = m.config().head_dim;
   if (hd % traits(*ct).block_size != 0)
