@@ -6,6 +6,7 @@
 
 #include "core/checked_math.h"
 #include "core/error.h"
+#include "core/printable.h"
 
 namespace tally {
 
@@ -49,10 +50,10 @@ uint64_t parse_byte_count(std::string_view text, std::string_view what) {
   const auto v = parse_whole(t.substr(0, digits));
   if (!v || scale == 0)
     fail("{} '{}' is not a byte count; give a whole number of bytes, optionally with KiB, MiB, GiB or TiB", what,
-         text);
+         excerpt(text));
   if (*v == 0) fail("{} is zero bytes", what);
   const auto bytes = checked_mul(*v, scale);
-  if (!bytes) fail("{} '{}' overflows 64 bits", what, text);
+  if (!bytes) fail("{} '{}' overflows 64 bits", what, excerpt(text));
   return *bytes;
 }
 

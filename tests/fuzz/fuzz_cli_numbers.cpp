@@ -20,6 +20,7 @@
 #include "core/byte_size.h"
 #include "core/error.h"
 #include "core/number_text.h"
+#include "fuzz_checks.h"
 #include "option_checks.h"
 #include "sizing/kv_plan.h"
 
@@ -120,7 +121,7 @@ void parse_sizes(const std::string& text) {
     if (b == 0) violated("zero byte count accepted", text);
     if (tally::parse_byte_count(fmt::format("{}", b), "--budget") != b) violated("byte count does not read back", text);
   } catch (const tally::Error& e) {
-    if (std::string(e.what()).size() > 512) violated("byte count message too long", e.what());
+    tally_fuzz::check_message("fuzz_cli_numbers", e);
   }
   try {
     const auto list = tally::parse_token_list(text);
@@ -128,7 +129,7 @@ void parse_sizes(const std::string& text) {
     for (uint64_t t : list)
       if (t == 0) violated("zero tokens accepted", text);
   } catch (const tally::Error& e) {
-    if (std::string(e.what()).size() > 512) violated("token list message too long", e.what());
+    tally_fuzz::check_message("fuzz_cli_numbers", e);
   }
 }
 

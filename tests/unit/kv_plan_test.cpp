@@ -365,6 +365,13 @@ TEST(KvPlanErrors, BadFlags) {
     EXPECT_LT(std::string(e.what()).size(), 400u) << e.what();
     EXPECT_NE(std::string(e.what()).find("bytes)"), std::string::npos) << e.what();
   }
+  try {  // and control characters in it are escaped, so the message stays one line
+    parse_byte_count("1\nGiB", "--budget");
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("1\\nGiB"), std::string::npos) << e.what();
+  }
   expect_error([] { parse_byte_count("lots", "--budget"); }, {"--budget", "'lots'", "not a byte count"});
   expect_error([] { parse_byte_count("-1", "--budget"); }, {"--budget", "'-1'"});
   expect_error([] { parse_byte_count("0", "--weights-bytes"); }, {"--weights-bytes", "zero"});
