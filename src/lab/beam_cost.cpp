@@ -79,7 +79,9 @@ BeamCostRow no_cache(const Model& m, std::span<const int32_t> prompt, int width,
     ++row.steps_timed;
   }
   const double decode_ms = ms_since(t0) - prefill_ms;
-  row.ms_per_token = decode_ms / static_cast<double>(row.steps_timed);
+  // Step 0 evaluates the prompt once (the prefill, left out as in the cached rows); the
+  // steps after it are the per-token cost. With one step there is only that one.
+  row.ms_per_token = row.steps_timed > 1 ? decode_ms / static_cast<double>(row.steps_timed - 1) : prefill_ms;
   // Step k recomputes W sequences of prompt + k tokens: extrapolate with the
   // measured cost per recomputed position.
   const double positions_timed = [&] {
