@@ -134,9 +134,9 @@ void write_session_file(const std::string& path, const SessionHeader& h, std::sp
 
 SessionData parse_session_file(const uint8_t* data, uint64_t size, const std::string& source) {
   ByteReader r(data, size, source);
-  char magic[8];
-  for (char& c : magic) c = static_cast<char>(r.read<uint8_t>("magic"));
-  if (std::memcmp(magic, kMagic, sizeof magic) != 0) fail("{}: not a tally session file (bad magic)", source);
+  if (size < sizeof kMagic || std::memcmp(data, kMagic, sizeof kMagic) != 0)
+    fail("{}: not a tally session file (its first bytes are not the session magic)", source);
+  r.skip(sizeof kMagic, "magic");
   SessionData d;
   SessionHeader& h = d.header;
   h.version = r.read<uint32_t>("version");

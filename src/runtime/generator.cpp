@@ -18,6 +18,7 @@ GenerateResult generate(Session& s, std::span<const int32_t> prompt, const Gener
   if (o.max_tokens < -1) fail("token limit must be >= 0 (or -1: none), got {}", o.max_tokens);
   if (o.max_tokens == -1 && o.sinks < 0) fail("generating with no token limit needs a sliding window (--stream)");
   if (o.sinks >= 0 && !o.use_cache) fail("a sliding window slides the cache; it has no no-cache mode");
+  if (o.sinks >= 0) s.check_window(o.sinks);
   const int64_t limit = o.max_tokens < 0 ? INT64_MAX : o.max_tokens;
   GenerateResult r;
   if (o.sinks >= 0 && s.length() + static_cast<int64_t>(prompt.size()) > s.n_ctx())

@@ -70,9 +70,18 @@ void Session::truncate(int64_t n) {
   tokens_.resize(n);
 }
 
-int64_t Session::slide(int64_t need, int64_t sinks) {
+void Session::check_window(int64_t sinks) const {
   const int64_t bs = cache_.block_size();
   if (sinks < 0) fail("--sinks must be >= 0, got {}", sinks);
+  if (sinks + bs + 1 > n_ctx())
+    fail("--window {} is too small for --sinks {}: a slide drops a block of {} positions, so the window needs at "
+         "least {} (sinks + block + 1)",
+         n_ctx(), sinks, bs, sinks + bs + 1);
+}
+
+int64_t Session::slide(int64_t need, int64_t sinks) {
+  const int64_t bs = cache_.block_size();
+  check_window(sinks);
   if (need < 1 || sinks + bs + need > n_ctx())
     fail("a window of {} positions cannot keep {} sinks, slide by a block of {} and take {} new ones", n_ctx(), sinks,
          bs, need);

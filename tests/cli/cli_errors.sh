@@ -133,6 +133,15 @@ if [ -f "$model" ]; then
   expect_ok "greedy run, q8_0 cache" "Paris" "$tally" run -p "The capital of France is" -n 8 --temp 0 --cache-type q8_0
   expect_ok "greedy run, q4_0 cache, scalar" "Paris" "$tally" run -p "The capital of France is" -n 4 --temp 0 --cache-type q4_0 --simd scalar
   expect_error "unknown kernel level" "--simd must be" "$tally" run -p hi --simd sse9
+  # A stream's window is checked before it starts, not at its first slide.
+  expect_error "sinks larger than the window" "--window 16 is too small for --sinks 40" "$tally" run --stream --sinks 40 --window 16 -p hi -n 1
+  expect_error "window smaller than a block" "--window 8 is too small for --sinks 0: a slide drops a block" "$tally" run --stream --sinks 0 --window 8 -p hi -n 1
+  printf 'not a session' >"$tmp/bad.session"
+  expect_error "not a session file" "bad.session: not a tally session file" "$tally" run --load-session "$tmp/bad.session" -n 1
+  cp "$tmp/bad.session" "$tmp/keep.session"
+  expect_error "a refused load overwrites nothing" "not a tally session file" "$tally" run --load-session "$tmp/bad.session" --save-session "$tmp/bad.session" -n 1
+  if cmp -s "$tmp/bad.session" "$tmp/keep.session"; then passes=$((passes + 1)); else
+    echo "FAIL a refused load changed the file it named"; failures=$((failures + 1)); fi
   expect_ok "scalar kernels" "Paris" "$tally" run -p "The capital of France is" -n 4 --temp 0 --simd scalar
   expect_error "negative -n" "-n must be" "$tally" run -p hi -n -1
   expect_error "zero threads is fine but negative is not" "--threads: -2 is out of range" "$tally" run -p hi -t -2
