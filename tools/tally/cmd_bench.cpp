@@ -5,6 +5,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "bench/attention_bench.h"
 #include "bench/benchmark.h"
 #include "bench/parallel_bench.h"
 #include "bench/machine_probe.h"
@@ -31,13 +32,14 @@ void add_bench(CLI::App& app) {
     bool json = false, probe_only = false, no_probe = false, no_warmup = false;
     std::vector<int64_t> parallel;
     int64_t batch = 512, ttft = 0;
+    bool attention = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("bench", "Prefill (pp) and decode (tg) tokens/s at given depths and thread counts");
   cmd->add_option("-m,--model", o->m.model, "GGUF model (default: the installed default model)")->check(nonempty_path());
   cmd->add_option("-p", o->n_prompt, "Prompt tokens for the pp test (0: skip)")->capture_default_str();
   cmd->add_option("-n", o->n_gen, "Generated tokens for the tg test (0: skip)")->capture_default_str();
-  cmd->add_option("-d", o->depths, "Cache depths before each test, comma-separated")->delimiter(',');
+  auto* depths = cmd->add_option("-d", o->depths, "Cache depths before each test, comma-separated")->delimiter(',');
   cmd->add_option("-t", o->threads, "Thread counts, comma-separated (default: all cores)")
       ->delimiter(',')
       ->transform(integer_in(1, kMaxThreads));
@@ -54,9 +56,12 @@ void add_bench(CLI::App& app) {
                   "decoding -n tokens together (aggregate tokens/s, time per step)")
       ->delimiter(',');
   cmd->add_option("--batch", o->batch, "Token budget of one step with --parallel")->capture_default_str();
+  cmd->add_flag("--attention", o->attention,
+                "Time the attention kernels alone, one thread, in CPU time: a decode step's attention at each -d "
+                "(default 8000) on a cache of the model's shape and --cache-type, and 64 queries x 2048 keys");
   cmd->add_option("--ttft", o->ttft,
                   "Time to first token of a -p token prompt, cold and with its first N tokens in the prefix cache");
-  cmd->callback([o] {
+  cmd->callback([o, depths] {
     if (o->threads.empty()) o->threads = {ThreadPool::default_threads()};
     for (int t : o->threads)
       if (t < 1) fail("-t values must be positive, got {}", t);
@@ -92,6 +97,33 @@ void add_bench(CLI::App& app) {
     auto draw = [&](std::string_view what, int64_t done, int64_t total) {
       progress.update(what, static_cast<double>(done), static_cast<double>(total));
     };
+    if (o->attention) {
+      const auto& c = lm.model->config();
+      AttentionBenchOptions ab;
+      ab.shape = {c.n_layer, c.n_kv_head, c.head_dim};
+      ab.n_head = c.n_head;
+      ab.cache_type = session_options(o->m, *lm.model, false).cache_type;
+      if (depths->count()) ab.depths = o->depths;
+      ab.reps = o->reps;
+      const AttentionBenchResult r = run_attention_benchmark(ab);
+      if (o->json) {
+        nlohmann::json jr = nlohmann::json::array();
+        for (const auto& row : r.decode) jr.push_back({{"depth", row.depth}, {"decode_attention_ms", row.decode_ms}});
+        j["attention"] = {{"cache_type", dtype_name(ab.cache_type)}, {"kernels", simd_level_name(simd_level())},
+                          {"decode", jr}, {"prefill_queries", ab.prefill_queries}, {"prefill_keys", ab.prefill_keys},
+                          {"prefill_ms", r.prefill_ms}};
+        print_json(j, 2);
+        return;
+      }
+      fmt::print("attention kernels alone, cache {}, kernels {}, 1 thread, CPU ms, median of {}\n",
+                 dtype_name(ab.cache_type), simd_level_name(simd_level()), ab.reps);
+      fmt::print("| test | ms |\n|---|---|\n");
+      for (const auto& row : r.decode)
+        fmt::print("| decode step's attention at depth {} ({} layers x {} kv heads) | {:.2f} |\n", row.depth,
+                   c.n_layer, c.n_kv_head, row.decode_ms);
+      fmt::print("| {} queries x {} keys, one layer | {:.2f} |\n", ab.prefill_queries, ab.prefill_keys, r.prefill_ms);
+      return;
+    }
     if (o->ttft > 0) {
       nlohmann::json jr = nlohmann::json::array();
       if (!o->json) {
