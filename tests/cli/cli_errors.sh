@@ -138,6 +138,8 @@ if [ -f "$model" ]; then
   # A stream's window is checked before it starts, not at its first slide.
   expect_error "sinks larger than the window" "--window 16 is too small for --sinks 40" "$tally" run --stream --sinks 40 --window 16 -p hi -n 1
   expect_error "window smaller than a block" "--window 8 is too small for --sinks 0: a slide drops a block" "$tally" run --stream --sinks 0 --window 8 -p hi -n 1
+  expect_ok "save a session" "\"prompt_tokens\": ?5" "$tally" run -p "The capital of France is" -n 0 --json --save-session "$tmp/good.session"
+  expect_ok "a loaded session reports its tokens and load time" "\"session_tokens\": ?5.*session_load_ms|session_load_ms.*\"session_tokens\": ?5" "$tally" run --load-session "$tmp/good.session" -n 1 --json
   printf 'not a session' >"$tmp/bad.session"
   expect_error "not a session file" "bad.session: not a tally session file" "$tally" run --load-session "$tmp/bad.session" -n 1
   cp "$tmp/bad.session" "$tmp/keep.session"

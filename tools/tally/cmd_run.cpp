@@ -3,6 +3,8 @@
 // sequences that share the prompt's KV blocks.
 #include <fmt/format.h>
 
+#include <chrono>
+
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -168,8 +170,13 @@ void add_run(CLI::App& app) {
       return;
     }
     Session session(*lm.model, session_options(o->m, *lm.model, false));
+    double session_load_ms = 0;
+    int64_t session_tokens = 0;
     if (!o->load_session.empty()) {
+      const auto t0 = std::chrono::steady_clock::now();
       session.load(o->load_session);
+      session_load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      session_tokens = session.length();
       if (session.length() == 0) fail("{}: the saved session holds no tokens", o->load_session);
       // The file holds no logits: its last token is evaluated again (the same bits), then the new prompt.
       const int32_t last = session.tokens().back();
@@ -209,6 +216,10 @@ void add_run(CLI::App& app) {
             {"decode_ms", r.decode_ms},
             {"prefill_tps", tps(static_cast<double>(r.prompt_tokens), r.prefill_ms)},
             {"decode_tps", tps(static_cast<double>(r.decode_steps), r.decode_ms)}}}};
+      if (!o->load_session.empty()) {
+        j["timings"]["session_load_ms"] = session_load_ms;
+        j["session_tokens"] = session_tokens;
+      }
       print_json(j);
     } else {
       fmt::print("{}\n", rest);
