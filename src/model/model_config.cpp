@@ -62,7 +62,19 @@ AttentionLayout read_attention_layout(const GgufFile& f) {
   if (h.has("attention.value_length") && h.size("attention.value_length") != a.head_dim)
     fail("{}: {} = {} differs from the key length {}; caches with other value sizes are not supported", f.path(),
          h.key("attention.value_length"), h.size("attention.value_length"), a.head_dim);
+  if (h.has("attention.sliding_window")) {
+    a.window = h.size("attention.sliding_window");
+    for (int64_t il = 0; il < a.n_layer; ++il) a.n_window_layers += is_window_layer(a.arch, il) ? 1 : 0;
+    if (a.n_window_layers == 0) a.window = 0;  // no known pattern: every layer planned as global
+  }
   return a;
+}
+
+bool is_window_layer(std::string_view arch, int64_t il) {
+  // gemma3: HF's sliding_window_pattern 6 (llama.cpp's swa pattern): five
+  // sliding layers, then a global one (layers 5, 11, 17 of 18).
+  if (arch == "gemma3") return il % 6 < 5;
+  return false;
 }
 
 ModelConfig ModelConfig::from_gguf(const GgufFile& f) {

@@ -26,8 +26,16 @@ struct AttentionLayout {
   int64_t n_head = 0;
   int64_t n_kv_head = 0;
   int64_t head_dim = 0;
+  // Sliding-window attention: n_window_layers of the layers attend to the
+  // last `window` positions only, so their cache needs no more. 0 and 0 when
+  // every layer attends to the whole context.
+  int64_t window = 0;
+  int64_t n_window_layers = 0;
 };
 AttentionLayout read_attention_layout(const GgufFile& f);
+// Whether layer `il` of an `arch` model with a sliding window uses it (the
+// architecture's documented pattern; gemma3: il % 6 < 5, every sixth global).
+bool is_window_layer(std::string_view arch, int64_t il);
 
 struct ModelConfig {
   const Architecture* arch = nullptr;

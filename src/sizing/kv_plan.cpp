@@ -70,6 +70,44 @@ const char* attention_kind(int64_t n_head, int64_t n_kv_head) {
   return "GQA";
 }
 
+namespace {
+
+// A cache whose window layers hold at most `window` positions: below the
+// window every layer grows by `full` bytes per position, past it only the
+// global layers, by `global` bytes (0 when every layer is windowed).
+struct WindowedCache {
+  uint64_t full = 0, global = 0, window = 0;
+
+  uint64_t bytes(uint64_t tokens) const {
+    if (tokens <= window) return mul_or_fail(full, tokens, "the cache's bytes");
+    return add_or_fail(mul_or_fail(full, window, "the cache's bytes"),
+                       mul_or_fail(global, tokens - window, "the cache's bytes"), "the cache's bytes");
+  }
+  // The smallest context whose cache reaches `weights` bytes; none when it never does.
+  std::optional<uint64_t> crossover(uint64_t weights) const {
+    const uint64_t at_window = mul_or_fail(full, window, "the cache's bytes");
+    if (weights <= at_window) return weights / full + (weights % full != 0 ? 1 : 0);
+    if (global == 0) return std::nullopt;
+    const uint64_t rest = weights - at_window;
+    return window + rest / global + (rest % global != 0 ? 1 : 0);
+  }
+  // The longest context whose cache fits in `room` bytes (kUnbounded: all of them).
+  uint64_t max_tokens(uint64_t room) const {
+    const uint64_t at_window = mul_or_fail(full, window, "the cache's bytes");
+    if (room < at_window) return room / full;
+    if (global == 0) return kUnbounded;
+    return window + (room - at_window) / global;
+  }
+
+  static uint64_t add_or_fail(uint64_t a, uint64_t b, std::string_view what) {
+    auto r = checked_add(a, b);
+    if (!r) fail("{} overflow 64 bits ({} + {})", what, a, b);
+    return *r;
+  }
+};
+
+}  // namespace
+
 std::vector<KvLayoutPlan> plan_kv(const KvPlanRequest& r) {
   const KvShape& s = r.shape;
   if (s.n_layer <= 0 || s.n_kv_head <= 0 || s.head_dim <= 0 || r.n_head <= 0)
@@ -79,6 +117,9 @@ std::vector<KvLayoutPlan> plan_kv(const KvPlanRequest& r) {
     fail("{} query heads are not divisible into {} kv heads", r.n_head, s.n_kv_head);
   if (r.batch == 0) fail("--batch must be at least 1");
   if (r.contexts.empty()) fail("no context lengths to size");
+  if (r.n_window_layers < 0 || r.n_window_layers > s.n_layer || (r.n_window_layers > 0) != (r.window > 0))
+    fail("a sliding window of {} positions on {} of {} layers is not a layout", r.window, r.n_window_layers,
+         s.n_layer);
 
   std::vector<KvLayoutPlan> out;
   const std::pair<const char*, int64_t> layouts[] = {{"model", s.n_kv_head}, {"mha", r.n_head}, {"mqa", 1}};
@@ -87,10 +128,27 @@ std::vector<KvLayoutPlan> plan_kv(const KvPlanRequest& r) {
     p.name = name;
     p.n_kv_head = kv;
     p.bytes_per_token = kv_bytes_per_token({s.n_layer, kv, s.head_dim}, r.type);
-    for (uint64_t ctx : r.contexts) p.context_bytes.push_back(kv_cache_bytes(p.bytes_per_token, ctx, r.batch));
-    if (r.weights_bytes) p.crossover_tokens = kv_crossover_tokens(*r.weights_bytes, p.bytes_per_token, r.batch);
-    if (r.budget_bytes)
-      p.max_tokens = kv_max_tokens(*r.budget_bytes, r.weights_bytes.value_or(0), p.bytes_per_token, r.batch);
+    if (r.window == 0) {
+      for (uint64_t ctx : r.contexts) p.context_bytes.push_back(kv_cache_bytes(p.bytes_per_token, ctx, r.batch));
+      if (r.weights_bytes) p.crossover_tokens = kv_crossover_tokens(*r.weights_bytes, p.bytes_per_token, r.batch);
+      if (r.budget_bytes)
+        p.max_tokens = kv_max_tokens(*r.budget_bytes, r.weights_bytes.value_or(0), p.bytes_per_token, r.batch);
+    } else {
+      const int64_t n_global = s.n_layer - r.n_window_layers;
+      const uint64_t global_per_token = n_global > 0 ? kv_bytes_per_token({n_global, kv, s.head_dim}, r.type) : 0;
+      p.bytes_per_token_past_window = global_per_token;
+      const WindowedCache c{mul_or_fail(p.bytes_per_token, r.batch, "cache bytes per position"),
+                            mul_or_fail(global_per_token, r.batch, "cache bytes per position"), r.window};
+      for (uint64_t ctx : r.contexts) p.context_bytes.push_back(c.bytes(ctx));
+      if (r.weights_bytes) p.crossover_tokens = c.crossover(*r.weights_bytes);
+      if (r.budget_bytes) {
+        const uint64_t weights = r.weights_bytes.value_or(0);
+        if (*r.budget_bytes < weights)
+          fail("--budget {} is smaller than the weights alone ({}); no cache fits", format_bytes(*r.budget_bytes),
+               format_bytes(weights));
+        p.max_tokens = c.max_tokens(*r.budget_bytes - weights);
+      }
+    }
     out.push_back(std::move(p));
   }
   return out;

@@ -36,17 +36,24 @@ uint64_t kv_max_tokens(uint64_t budget_bytes, uint64_t weights_bytes, uint64_t b
 struct KvLayoutPlan {
   std::string name;  // "model", "mha" or "mqa"
   int64_t n_kv_head = 0;
-  uint64_t bytes_per_token = 0;
+  uint64_t bytes_per_token = 0;  // all layers (up to the window, with a sliding window)
+  // With a sliding window: past the window only the global layers grow.
+  std::optional<uint64_t> bytes_per_token_past_window;
   std::vector<uint64_t> context_bytes;
   std::optional<uint64_t> crossover_tokens;  // when the weights are known
-  std::optional<uint64_t> max_tokens;        // when a budget is given
+  std::optional<uint64_t> max_tokens;        // when a budget is given; kUnbounded: any context fits
 };
+inline constexpr uint64_t kUnbounded = UINT64_MAX;
 
 // What to size. Invariants checked by plan_kv: positive shape, n_head a
 // multiple of shape.n_kv_head, batch >= 1, at least one context.
 struct KvPlanRequest {
   KvShape shape;  // the model's own layout
   int64_t n_head = 0;  // query heads: the MHA variant has this many kv heads
+  // Sliding window: n_window_layers of the layers hold at most `window`
+  // positions (0 and 0: none). Invariant: n_window_layers <= layers.
+  uint64_t window = 0;
+  int64_t n_window_layers = 0;
   DType type = DType::F16;
   uint64_t batch = 1;
   std::vector<uint64_t> contexts{512, 4096, 32768};

@@ -41,6 +41,8 @@ ModelShape shape_from_gguf(const GgufFile& f) {
   s.n_head = a.n_head;
   s.n_kv_head = a.n_kv_head;
   s.head_dim = a.head_dim;
+  s.window = a.window;
+  s.n_window_layers = a.n_window_layers;
   if (!f.tensors().empty()) {
     uint64_t elements = 0;
     for (const auto& t : f.tensors()) {

@@ -21,6 +21,8 @@ struct ModelShape {
   int64_t n_head = 0;
   int64_t n_kv_head = 0;
   int64_t head_dim = 0;
+  int64_t window = 0;           // sliding window of n_window_layers layers (0: none)
+  int64_t n_window_layers = 0;
   // Known from a GGUF with tensors (their element count and bytes), or from a
   // config (computed parameters x bytes of its dtype); absent otherwise.
   std::optional<uint64_t> parameters;

@@ -276,6 +276,53 @@ TEST(KvPlanGguf, PlannerAndModelConfigAgree) {
   expect_error([&] { ModelConfig::from_gguf(open_image(cases[3], "m.gguf")); }, {"m.gguf", "value_length = 8"});
 }
 
+// Gemma 3 270M's header (../shared/docs/facts.md): 18 layers, MQA, head_dim
+// 256, a 512-position window on the layers with il % 6 < 5 (5, 11, 17 global).
+TEST(KvPlanGguf, SlidingWindowLayersHoldOnlyTheWindow) {
+  const std::string gemma = gguf_image({{"general.architecture", std::string("gemma3")},
+                                        {"gemma3.block_count", 18u},
+                                        {"gemma3.embedding_length", 640u},
+                                        {"gemma3.attention.head_count", 4u},
+                                        {"gemma3.attention.head_count_kv", 1u},
+                                        {"gemma3.attention.key_length", 256u},
+                                        {"gemma3.attention.value_length", 256u},
+                                        {"gemma3.attention.sliding_window", 512u}});
+  const ModelShape s = shape_from_gguf(open_image(gemma, "gemma3.gguf"));
+  EXPECT_EQ(s.window, 512);
+  EXPECT_EQ(s.n_window_layers, 15);
+  KvPlanRequest r;
+  r.shape = s.kv();
+  r.n_head = s.n_head;
+  r.window = 512;
+  r.n_window_layers = 15;
+  r.contexts = {256, 512, 32768};
+  r.weights_bytes = 246587904;
+  r.budget_bytes = 1ull << 30;
+  const KvLayoutPlan p = plan_kv(r)[0];
+  EXPECT_EQ(p.bytes_per_token, 18u * 1024);  // 1,024 bytes per layer per position (f16)
+  EXPECT_EQ(p.bytes_per_token_past_window, 3u * 1024);
+  EXPECT_EQ(p.context_bytes[0], 256u * 18 * 1024);
+  EXPECT_EQ(p.context_bytes[1], 512u * 18 * 1024);
+  // At 32,768: the 3 global layers hold every position, the 15 others 512.
+  EXPECT_EQ(p.context_bytes[2], (3u * 32768 + 15u * 512) * 1024);
+  // The crossover and the budget's context are where the piecewise total meets them.
+  const uint64_t at_window = 512u * 18 * 1024;
+  EXPECT_EQ(*p.crossover_tokens, 512 + (246587904 - at_window + 3071) / 3072);
+  EXPECT_EQ(*p.max_tokens, 512 + ((1ull << 30) - 246587904 - at_window) / 3072);
+  // Below the window every layer grows: a budget that ends there gives the plain quotient.
+  r.budget_bytes = 246587904 + 100u * 18 * 1024 + 5;
+  EXPECT_EQ(*plan_kv(r)[0].max_tokens, 100u);
+  // Every layer windowed: the cache stops growing; any context fits and it never outweighs more.
+  r.n_window_layers = 18;
+  r.budget_bytes = 1ull << 30;
+  const KvLayoutPlan all = plan_kv(r)[0];
+  EXPECT_EQ(all.context_bytes[2], 512u * 18 * 1024);
+  EXPECT_EQ(all.max_tokens, kUnbounded);
+  EXPECT_FALSE(all.crossover_tokens.has_value());
+  r.n_window_layers = 19;
+  expect_error([&] { plan_kv(r); }, {"19 of 18 layers"});
+}
+
 TEST(KvPlanArithmetic, BlockFormatsCountTheirScales) {
   const KvShape qwen{36, 8, 128}, smol{30, 3, 64};
   EXPECT_EQ(kv_bytes_per_token(qwen, kv_plan_dtype("q8_0")), 2u * 36 * 8 * (128 / 32) * 34);  // 78,336

@@ -49,6 +49,7 @@ std::string flag_name(DType t) {
 }
 
 std::string tokens_cell(const std::optional<uint64_t>& t) {
+  if (t == kUnbounded) return "any context";
   return t ? fmt::format("{} tokens", *t) : std::string("n/a");
 }
 
@@ -76,6 +77,9 @@ void print_text(const ModelShape& s, const KvPlanRequest& r, const std::vector<K
   } else {
     fmt::print("weights:  {} (--weights-bytes)\n", format_bytes(*r.weights_bytes));
   }
+  if (r.window > 0)
+    fmt::print("window:   {} of {} layers attend to the last {} positions and hold no more; {} hold the whole context\n",
+               r.n_window_layers, s.n_layer, r.window, s.n_layer - r.n_window_layers);
   if (r.budget_bytes)
     fmt::print("budget:   {}{}\n", format_bytes(*r.budget_bytes),
                r.weights_bytes ? "" : " (weights unknown: the whole budget goes to the cache)");
@@ -88,6 +92,11 @@ void print_text(const ModelShape& s, const KvPlanRequest& r, const std::vector<K
   std::vector<std::string> row{"per token"};
   for (const auto& p : plans) row.push_back(format_bytes(p.bytes_per_token));
   rows.push_back(row);
+  if (r.window > 0) {
+    row = {fmt::format("per token past {}", r.window)};
+    for (const auto& p : plans) row.push_back(format_bytes(p.bytes_per_token_past_window.value_or(0)));
+    rows.push_back(row);
+  }
   for (size_t i = 0; i < r.contexts.size(); ++i) {
     row = {fmt::format("{} tokens", r.contexts[i])};
     for (const auto& p : plans) row.push_back(format_bytes(p.context_bytes[i]));
@@ -117,7 +126,10 @@ void print_text(const ModelShape& s, const KvPlanRequest& r, const std::vector<K
 
 void print_json(const ModelShape& s, const KvPlanRequest& r, const std::vector<KvLayoutPlan>& plans,
                 const std::string& weights_from) {
-  auto opt = [](const std::optional<uint64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  auto opt = [](const std::optional<uint64_t>& v) {
+    if (v == kUnbounded) return nlohmann::json("unbounded");
+    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+  };
   nlohmann::json layouts = nlohmann::json::array();
   for (const auto& p : plans) {
     nlohmann::json totals = nlohmann::json::array();
@@ -127,6 +139,7 @@ void print_json(const ModelShape& s, const KvPlanRequest& r, const std::vector<K
                        {"attention", attention_kind(s.n_head, p.n_kv_head)},
                        {"kv_heads", p.n_kv_head},
                        {"bytes_per_token", p.bytes_per_token},
+                       {"bytes_per_token_past_window", opt(p.bytes_per_token_past_window)},
                        {"totals", totals},
                        {"crossover_tokens", opt(p.crossover_tokens)},
                        {"max_tokens", opt(p.max_tokens)}});
@@ -138,6 +151,8 @@ void print_json(const ModelShape& s, const KvPlanRequest& r, const std::vector<K
                    {"heads", s.n_head},
                    {"kv_heads", s.n_kv_head},
                    {"head_dim", s.head_dim},
+                   {"sliding_window", r.window},
+                   {"window_layers", r.n_window_layers},
                    {"dtype", flag_name(r.type)},
                    {"bytes_per_value", kv_bytes_per_value(r.type)},
                    {"batch", r.batch},
@@ -199,6 +214,8 @@ void add_kv_plan(CLI::App& app) {
     }
     r.shape = s.kv();
     r.n_head = s.n_head;
+    r.window = static_cast<uint64_t>(s.window);
+    r.n_window_layers = s.n_window_layers;
     const auto plans = plan_kv(r);
     if (o->json)
       print_json(s, r, plans, weights_from);
