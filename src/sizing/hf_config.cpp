@@ -127,6 +127,20 @@ class ConfigSection {
     return std::nullopt;
   }
 
+  // A list of strings in the section (e.g. layer_types), or nullopt when absent.
+  std::optional<std::vector<std::string>> get_strings(const char* key) const {
+    const json* v = find(*sec_, key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_array()) fail("{}: '{}{}' must be a list of strings, not {}", source_, prefix_, key, describe(*v));
+    std::vector<std::string> out;
+    for (const json& e : *v) {
+      if (!e.is_string())
+        fail("{}: '{}{}' must be a list of strings; it holds {}", source_, prefix_, key, describe(e));
+      out.push_back(e.get<std::string>());
+    }
+    return out;
+  }
+
   const std::string& prefix() const { return prefix_; }
 
  private:
@@ -140,6 +154,27 @@ class ConfigSection {
   std::string source_;
   std::string prefix_;
 };
+
+// Sliding-window layers hold only the window. Which layers: "layer_types"
+// ("sliding_attention" / "full_attention" per layer), else
+// "sliding_window_pattern" P (every P-th layer global, Gemma 3's 6). A
+// sliding_window without either (or with use_sliding_window false, as Qwen2/3
+// configs carry) leaves every layer planned as global.
+void read_sliding_window(const ConfigSection& c, const std::string& source, ModelShape& s) {
+  const auto window = c.get_int("sliding_window");
+  if (!window || !c.get_bool_either("use_sliding_window").value_or(true)) return;
+  int64_t n_window = 0;
+  if (const auto types = c.get_strings("layer_types")) {
+    if (static_cast<int64_t>(types->size()) != s.n_layer)
+      fail("{}: '{}layer_types' has {} entries for {} layers", source, c.prefix(), types->size(), s.n_layer);
+    for (const auto& t : *types) n_window += t == "sliding_attention" ? 1 : 0;
+  } else if (const auto pattern = c.get_int("sliding_window_pattern")) {
+    for (int64_t il = 0; il < s.n_layer; ++il) n_window += (il + 1) % *pattern != 0 ? 1 : 0;
+  }
+  if (n_window == 0) return;
+  s.window = *window;
+  s.n_window_layers = n_window;
+}
 
 }  // namespace
 
@@ -196,6 +231,7 @@ ModelShape shape_from_hf_config_text(const std::string& text, const std::string&
            *hidden, s.n_head);
     s.head_dim = *hidden / s.n_head;
   }
+  read_sliding_window(c, source, s);
   if (!want_weights) return s;
 
   for (const char* moe : {"num_experts", "num_local_experts", "n_routed_experts"})

@@ -131,6 +131,32 @@ TEST(KvPlanConfig, SmolLM2FromConfig) {
   EXPECT_EQ(s.weights_bytes.value_or(0), 2u * 134515008u);
 }
 
+TEST(KvPlanConfig, SlidingWindowLayers) {
+  // google/gemma-3-270m's config.json: layer_types names the attention of each layer.
+  std::string types;
+  for (int il = 0; il < 18; ++il)
+    types += std::string(il ? ", " : "") + (il % 6 < 5 ? "\"sliding_attention\"" : "\"full_attention\"");
+  const std::string shape = R"("model_type": "gemma3_text", "num_hidden_layers": 18, "num_attention_heads": 4,
+      "num_key_value_heads": 1, "head_dim": 256, "hidden_size": 640, "sliding_window": 512)";
+  const ModelShape g =
+      shape_from_hf_config_text("{" + shape + ", \"layer_types\": [" + types + "]}", "gemma.json", false);
+  EXPECT_EQ(g.window, 512);
+  EXPECT_EQ(g.n_window_layers, 15);
+  // Older configs give the pattern instead: every sixth layer global.
+  const ModelShape p = shape_from_hf_config_text("{" + shape + ", \"sliding_window_pattern\": 6}", "p.json", false);
+  EXPECT_EQ(p.n_window_layers, 15);
+  // Qwen2/3 carry a window they do not use; a window without a layer pattern is not guessed.
+  EXPECT_EQ(shape_from_hf_config_text("{" + shape + ", \"use_sliding_window\": false, \"sliding_window_pattern\": 6}",
+                                      "q.json", false)
+                .n_window_layers,
+            0);
+  EXPECT_EQ(shape_from_hf_config_text("{" + shape + "}", "w.json", false).window, 0);
+  expect_error([&] { shape_from_hf_config_text("{" + shape + R"(, "layer_types": ["full_attention"]})", "bad.json", false); },
+               {"bad.json", "'layer_types' has 1 entries for 18 layers"});
+  expect_error([&] { shape_from_hf_config_text("{" + shape + R"(, "layer_types": [1]})", "bad.json", false); },
+               {"bad.json", "'layer_types' must be a list of strings"});
+}
+
 TEST(KvPlanConfig, Qwen3SmallCountsQkNorms) {
   const ModelShape s = shape_from_hf_config(config_path("qwen3-0.6b.json"));
   EXPECT_EQ(s.n_layer, 28);
