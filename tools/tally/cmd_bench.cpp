@@ -67,6 +67,8 @@ void add_bench(CLI::App& app) {
       if (t < 1) fail("-t values must be positive, got {}", t);
     for (int64_t n : o->parallel)
       if (n < 1) fail("--parallel values must be at least 1, got {}", n);
+    if (o->attention && (!o->parallel.empty() || o->ttft > 0 || o->probe_only))
+      fail("--attention times the attention kernels alone: not with --parallel, --ttft or --probe");
     if (!o->parallel.empty() && (o->n_prompt < 1 || o->n_gen < 1))
       fail("--parallel needs -p and -n of at least 1 (got -p {} -n {})", o->n_prompt, o->n_gen);
     std::vector<MachineLimits> limits;
