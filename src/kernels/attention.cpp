@@ -32,13 +32,13 @@ void attention_merge(const float* partials, int64_t n_chunks, int64_t n_q, int64
 }
 
 bool attend_chunk(const float* q, int64_t n_q, const KvLayerView& kv, int64_t kv_head, int64_t chunk, int64_t n_keys,
-                  int64_t n_visible, float scale, float* scores, float* partial) {
-  return kernels().attend_chunk(q, n_q, kv, kv_head, chunk, n_keys, n_visible, scale, scores, partial);
+                  int64_t n_visible, float scale, float* scores, float* partial, int64_t first_visible) {
+  return kernels().attend_chunk(q, n_q, kv, kv_head, chunk, n_keys, n_visible, scale, scores, partial, first_visible);
 }
 
 void attend_group(const float* q, int64_t n_q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys, float scale,
-                  float* scratch, float* out, int64_t n_visible) {
-  kernels().attend_group(q, n_q, kv, kv_head, n_keys, scale, scratch, out, n_visible);
+                  float* scratch, float* out, int64_t n_visible, int64_t first_visible) {
+  kernels().attend_group(q, n_q, kv, kv_head, n_keys, scale, scratch, out, n_visible, first_visible);
 }
 
 void install_scalar_attention(KernelTable& t) {

@@ -38,19 +38,23 @@ inline int64_t attention_scratch_floats(int64_t n_q, int64_t head_dim, int64_t n
 // [chunk * C, min((chunk + 1) * C, n_keys)), of which those below n_visible
 // weigh in (the dense "compute all scores, then mask" form keeps n_visible <
 // n_keys; the causal pass has them equal). scores: attention_score_floats(n_q)
-// scratch. Writes `partial` and returns true, or returns false when the chunk
-// holds no visible key. PRECONDITION: n_visible <= n_keys <= kv.length.
+// scratch. Keys below first_visible are neither scored nor weighed (a sliding
+// window: the query sees [first_visible, n_visible)). Writes `partial` and
+// returns true, or returns false when the chunk holds no visible key.
+// PRECONDITION: n_visible <= n_keys <= kv.length.
 bool attend_chunk(const float* q, int64_t n_q, const KvLayerView& kv, int64_t kv_head, int64_t chunk,
-                  int64_t n_keys, int64_t n_visible, float scale, float* scores, float* partial);
+                  int64_t n_keys, int64_t n_visible, float scale, float* scores, float* partial,
+                  int64_t first_visible = 0);
 
 // out (n_q heads of head_dim) from the partials of chunks [0, n_chunks), back to back.
 void attention_merge(const float* partials, int64_t n_chunks, int64_t n_q, int64_t head_dim, float* out);
 
-// All chunks of one group, then the merge: out = softmax(q . K[0..n_visible) * scale) V,
-// scoring keys [0, n_keys). n_visible < 0 means n_keys. scratch:
+// All chunks of one group, then the merge: out = softmax(q . K[first_visible..n_visible) * scale) V,
+// scoring keys [first_visible, n_keys). n_visible < 0 means n_keys. A window
+// (first_visible > 0) skips the chunks wholly below it. scratch:
 // attention_scratch_floats(n_q, head_dim, n_keys) floats.
 // attend_chunk and attend_group run the kernels of the current level
 // (kernel_table.h); kernels_at(SimdLevel::Scalar) has the reference.
 void attend_group(const float* q, int64_t n_q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys, float scale,
-                  float* scratch, float* out, int64_t n_visible = -1);
+                  float* scratch, float* out, int64_t n_visible = -1, int64_t first_visible = 0);
 }  // namespace tally

@@ -39,9 +39,12 @@ inline constexpr int64_t kQueryBlocksOnStack = 64;
 
 template <typename Ops>
 bool attend_chunk_impl(const float* q, int64_t n_q, const KvLayerView& kv, int64_t g, int64_t chunk, int64_t n_keys,
-                       int64_t n_visible, float scale, float* scores, float* partial) {
-  const int64_t b = chunk * kAttentionChunk;
+                       int64_t n_visible, float scale, float* scores, float* partial, int64_t first_visible) {
+  // Scores live at their key's place in the chunk (scores[h * C + p - b]) whether
+  // or not a window cuts the chunk at `lo`.
+  const int64_t b = chunk * kAttentionChunk, lo = std::max(b, first_visible);
   const int64_t e_keys = std::min(b + kAttentionChunk, n_keys), e_vis = std::min(e_keys, n_visible);
+  if (lo >= e_keys) return false;
   const int64_t hd = kv.head_dim;
   const bool quantized = kv_block_type(kv.type);
   QueryBlock qb_stack[kQueryBlocksOnStack];
@@ -57,7 +60,7 @@ bool attend_chunk_impl(const float* q, int64_t n_q, const KvLayerView& kv, int64
   // Past the cache's size the keys and values come from memory in one-block
   // runs: fetch keys kPrefetchAhead positions ahead of the dots, and this
   // run's values into L2 (the value kernels take them on into L1 just ahead).
-  for (KvRuns r(kv, kv.k_layer, g, b, e_keys); r.next();) {
+  for (KvRuns r(kv, kv.k_layer, g, lo, e_keys); r.next();) {
     prefetch_positions<true>(kv, kv.k_layer, g, std::min(r.pos + kPrefetchAhead, n_keys),
                              std::min(r.pos + r.count + kPrefetchAhead, n_keys));
     prefetch_positions<false>(kv, kv.v_layer, g, r.pos, std::min(r.pos + r.count, n_visible));
@@ -67,28 +70,31 @@ bool attend_chunk_impl(const float* q, int64_t n_q, const KvLayerView& kv, int64
       Ops::dots_block(q, n_q, r.ptr, r.count, r.step, hd, kv.type, scale, scores + (r.pos - b), kAttentionChunk);
   }
   // Masked keys (the dense form) were scored but weigh nothing: they never enter the softmax.
-  if (e_vis <= b) return false;
+  if (e_vis <= lo) return false;
   float* mx = partial;
   float* sum = partial + n_q;
-  for (int64_t h = 0; h < n_q; ++h) sum[h] = Ops::exp_sum(scores + h * kAttentionChunk, e_vis - b, mx + h);
+  float* w = scores + (lo - b);
+  for (int64_t h = 0; h < n_q; ++h) sum[h] = Ops::exp_sum(w + h * kAttentionChunk, e_vis - lo, mx + h);
   // The next chunk's keys (usually the same thread's next task) into L2
   // while the values are summed, so that memory is not idle meanwhile.
   prefetch_positions<false>(kv, kv.k_layer, g, std::min(e_keys + kPrefetchAhead, n_keys),
                             std::min(e_keys + kAttentionChunk, n_keys));
-  Ops::weighted_sum(partial + 2 * n_q, n_q, scores, kAttentionChunk, kv, g, b, e_vis);
+  Ops::weighted_sum(partial + 2 * n_q, n_q, w, kAttentionChunk, kv, g, lo, e_vis);
   return true;
 }
 
 template <typename Ops>
 void attend_group_impl(const float* q, int64_t n_q, const KvLayerView& kv, int64_t g, int64_t n_keys, float scale,
-                       float* scratch, float* out, int64_t n_visible) {
+                       float* scratch, float* out, int64_t n_visible, int64_t first_visible) {
   n_visible = n_visible < 0 ? n_keys : std::min(n_visible, n_keys);
+  first_visible = std::max<int64_t>(first_visible, 0);
   float* scores = scratch;
   float* partials = scratch + attention_score_floats(n_q);
   const int64_t part = attention_partial_floats(n_q, kv.head_dim);
   int64_t used = 0;
-  for (int64_t c = 0; c < attention_chunks(n_keys); ++c)
-    used += attend_chunk_impl<Ops>(q, n_q, kv, g, c, n_keys, n_visible, scale, scores, partials + used * part);
+  for (int64_t c = first_visible / kAttentionChunk; c < attention_chunks(n_keys); ++c)
+    used += attend_chunk_impl<Ops>(q, n_q, kv, g, c, n_keys, n_visible, scale, scores, partials + used * part,
+                                   first_visible);
   attention_merge(partials, used, n_q, kv.head_dim, out);
 }
 

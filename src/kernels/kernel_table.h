@@ -27,9 +27,10 @@ namespace tally {
 using GemmFn = void (*)(const WeightMatrix& w, const ActivationPack& x, float* y, int64_t r0, int64_t r1);
 // What attention.h's attend_chunk / attend_group compute, for one level.
 using AttendChunkFn = bool (*)(const float* q, int64_t n_q, const KvLayerView& kv, int64_t kv_head, int64_t chunk,
-                               int64_t n_keys, int64_t n_visible, float scale, float* scores, float* partial);
+                               int64_t n_keys, int64_t n_visible, float scale, float* scores, float* partial,
+                               int64_t first_visible);
 using AttendGroupFn = void (*)(const float* q, int64_t n_q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys,
-                               float scale, float* scratch, float* out, int64_t n_visible);
+                               float scale, float* scratch, float* out, int64_t n_visible, int64_t first_visible);
 
 inline constexpr uint32_t kDTypeSlots = 40;  // GGUF type ids are below this
 

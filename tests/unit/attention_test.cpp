@@ -42,7 +42,7 @@ struct Reference {
 // by at most delta = (head_dim + 1) u S with S = max_j scale * sum_i |q_i k_ji|;
 // softmax turns that into a relative error of about 2 delta + 5u on each weight
 // p_j, and the n_keys-term sum of p_j v_j adds n_keys u of max|v|.
-Reference reference(const float* q, const KvLayerView& kv, int64_t h, int64_t n_keys, float scale) {
+Reference reference(const float* q, const KvLayerView& kv, int64_t h, int64_t n_keys, float scale, int64_t first = 0) {
   const int64_t hd = kv.head_dim;
   const uint64_t row = kv.bytes_of(hd);
   auto key = [&](int64_t p) { return kv.k_head(p / kv.block_size, h) + (p % kv.block_size) * row; };
@@ -58,9 +58,9 @@ Reference reference(const float* q, const KvLayerView& kv, int64_t h, int64_t n_
       for (int64_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(double{q[b * 32 + i]}));
       half_step[b] = amax / 127 * (0.5 + 2 * kU);
     }
-  std::vector<double> s(n_keys);
+  std::vector<double> s(n_keys, -INFINITY);
   double mx = -INFINITY, big_s = 0, q_err = 0;
-  for (int64_t p = 0; p < n_keys; ++p) {
+  for (int64_t p = first; p < n_keys; ++p) {
     double dot = 0, abs = 0, err = 0;
     for (int64_t i = 0; i < hd; ++i) {
       const double k = test::stored_value(key(p), i, kv.type);
@@ -76,7 +76,7 @@ Reference reference(const float* q, const KvLayerView& kv, int64_t h, int64_t n_
   double sum = 0;
   for (double& e : s) sum += (e = std::exp(e - mx));
   Reference r{std::vector<double>(hd, 0.0), 0, std::vector<double>(hd, 0.0)};
-  for (int64_t p = 0; p < n_keys; ++p)
+  for (int64_t p = first; p < n_keys; ++p)
     for (int64_t i = 0; i < hd; ++i) {
       const double v = test::stored_value(val(p), i, kv.type);
       r.out[i] += s[p] / sum * v;
@@ -122,8 +122,9 @@ void check_attention(DType type, int64_t head_dim, bool simd) {
       for (int64_t i = 0; i < head_dim; ++i) q[i] = u(rng);
       std::vector<float> scratch(attention_scratch_floats(1, head_dim, n_keys));
       std::vector<float> out_s(head_dim + 1), out_a(head_dim + 1);
-      kernels_at(SimdLevel::Scalar).attend_group(q, 1, kv, h, n_keys, scale, scratch.data(), out_s.data() + 1, -1);
-      if (simd) kernels_at(SimdLevel::Avx2).attend_group(q, 1, kv, h, n_keys, scale, scratch.data(), out_a.data() + 1, -1);
+      kernels_at(SimdLevel::Scalar).attend_group(q, 1, kv, h, n_keys, scale, scratch.data(), out_s.data() + 1, -1, 0);
+      if (simd)
+        kernels_at(SimdLevel::Avx2).attend_group(q, 1, kv, h, n_keys, scale, scratch.data(), out_a.data() + 1, -1, 0);
       const Reference r = reference(q, kv, h, n_keys, scale);
       for (int64_t i = 0; i < head_dim; ++i) {
         const double tol = r.tol_rel * r.vmax[i] + 1e-30;
@@ -186,6 +187,46 @@ void check_group(DType type, int64_t head_dim, SimdLevel level) {
   }
 }
 
+// A sliding window: keys below first_visible weigh nothing, at every level the
+// result is the attention over [first, n_keys) alone (against double), and the
+// levels agree with the scalar twin; windows start inside a block, on a block
+// and on a chunk boundary, and the group of 3 heads is SmolLM2's.
+void check_window(DType type, int64_t head_dim, SimdLevel level) {
+  std::mt19937 rng(static_cast<unsigned>(head_dim) * 13 + static_cast<unsigned>(type));
+  Filled f(head_dim, type, rng);
+  const KvLayerView kv = f.cache.view(0, f.seq);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  std::uniform_real_distribution<float> u(-2, 2);
+  const int64_t n_q = 3;
+  std::vector<float> scratch(attention_scratch_floats(n_q, head_dim, kPositions));
+  std::vector<float> q(n_q * head_dim);
+  for (auto& e : q) e = u(rng);
+  const int64_t cases[][2] = {{1, 2},   {5, 40}, {16, 17}, {kAttentionChunk - 3, kAttentionChunk + 9},
+                              {kAttentionChunk, kPositions}, {kAttentionChunk + 1, 2 * kAttentionChunk},
+                              {37, kPositions}, {kPositions - 1, kPositions}};
+  for (const auto& [first, n_keys] : cases) {
+    std::vector<float> out_s(n_q * head_dim), out_l(n_q * head_dim);
+    {
+      test::SimdLevelScope scalar(SimdLevel::Scalar);
+      attend_group(q.data(), n_q, kv, 1, n_keys, scale, scratch.data(), out_s.data(), -1, first);
+    }
+    {
+      test::SimdLevelScope at(level);
+      attend_group(q.data(), n_q, kv, 1, n_keys, scale, scratch.data(), out_l.data(), -1, first);
+    }
+    for (int64_t hq = 0; hq < n_q; ++hq) {
+      const Reference r = reference(q.data() + hq * head_dim, kv, 1, n_keys, scale, first);
+      for (int64_t i = 0; i < head_dim; ++i) {
+        const double tol = r.tol_rel * r.vmax[i] + 1e-30;
+        ASSERT_LE(std::fabs(out_s[hq * head_dim + i] - r.out[i]), tol)
+            << dtype_name(type) << " window [" << first << ", " << n_keys << ") head " << hq << " [" << i << "]";
+        ASSERT_LE(std::fabs(out_l[hq * head_dim + i] - out_s[hq * head_dim + i]), 2 * tol)
+            << dtype_name(type) << " window [" << first << ", " << n_keys << ") " << simd_level_name(level);
+      }
+    }
+  }
+}
+
 struct AttentionCase {
   DType type;
   int64_t head_dim;
@@ -207,6 +248,20 @@ TEST_P(AttentionTest, ScalarGroupsIgnoreMaskedKeys) {
 TEST_P(AttentionTest, Avx2GroupsMatchScalar) {
   if (!simd_supported(SimdLevel::Avx2)) GTEST_SKIP() << "CPU has no AVX2";
   check_group(GetParam().type, GetParam().head_dim, SimdLevel::Avx2);
+}
+
+TEST_P(AttentionTest, ScalarWindowSeesOnlyItsKeys) {
+  check_window(GetParam().type, GetParam().head_dim, SimdLevel::Scalar);
+}
+
+TEST_P(AttentionTest, Avx2WindowMatchesScalar) {
+  if (!simd_supported(SimdLevel::Avx2)) GTEST_SKIP() << "CPU has no AVX2";
+  check_window(GetParam().type, GetParam().head_dim, SimdLevel::Avx2);
+}
+
+TEST_P(AttentionTest, Avx512WindowMatchesScalar) {
+  if (!simd_supported(SimdLevel::Avx512Vnni)) GTEST_SKIP() << "CPU has no AVX-512";
+  check_window(GetParam().type, GetParam().head_dim, SimdLevel::Avx512Vnni);
 }
 
 TEST_P(AttentionTest, Avx512GroupsMatchScalar) {
