@@ -6,8 +6,12 @@
 namespace tally {
 
 namespace {
+// gemma3 (../shared/docs/facts.md): half-split RoPE, GELU (tanh) gate, q/k
+// norms, norms after each sub-block, embeddings scaled by sqrt(n_embd), RoPE
+// base 10,000 on its sliding layers (llama.cpp's and HF's default).
 constexpr Architecture kArchitectures[] = {
     {"llama", RopePairing::Adjacent},
+    {"gemma3", RopePairing::HalfSplit, FfnActivation::GeluTanh, true, true, true, 10000.0f},
 };
 }
 

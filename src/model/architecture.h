@@ -8,9 +8,19 @@
 
 namespace tally {
 
+enum class FfnActivation { Silu, GeluTanh };
+
 struct Architecture {
   std::string_view name;     // general.architecture, also the metadata key prefix
   RopePairing rope_pairing;  // llama: adjacent (rows permuted by the converter)
+  FfnActivation ffn = FfnActivation::Silu;  // act(gate(x)) * up(x)
+  bool qk_norm = false;      // per-head RMSNorm of q and k before RoPE (attn_q_norm, attn_k_norm)
+  bool post_norms = false;   // RMSNorm of the attention and MLP outputs before the residual add
+  bool embed_scale = false;  // embeddings times sqrt(n_embd)
+  // Sliding-window layers (model_config.h's is_window_layer) read the window
+  // from `NAME.attention.sliding_window` and their RoPE base from
+  // `NAME.rope.freq_base_swa` (default below).
+  float rope_base_swa = 0;
 };
 
 // Throws tally::Error naming the architecture and the supported ones.

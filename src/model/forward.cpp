@@ -35,6 +35,10 @@ Forward::Forward(const Model& model, ThreadPool& pool, int64_t max_tokens, int64
   up_.resize(n * c.n_ff);
   rope_cos_.resize(n * c.rope_dims / 2);
   rope_sin_.resize(n * c.rope_dims / 2);
+  if (c.window > 0) {
+    rope_cos_swa_.resize(n * c.rope_dims / 2);
+    rope_sin_swa_.resize(n * c.rope_dims / 2);
+  }
   max_chunks_ = attention_chunks(max_context);
   attn_scratch_stride_ = attention_scratch_floats(c.group_size(), c.head_dim, max_context);
   attn_scratch_.resize(static_cast<size_t>(pool.size() * attn_scratch_stride_));
@@ -50,8 +54,9 @@ void Forward::quantize_rows(const float* x, int64_t n, int64_t dim) {
   xpack_.build(xq_.data(), n, dim / 32);
 }
 
-uint64_t Forward::attention(int64_t n) {
+uint64_t Forward::attention(int64_t n, int64_t layer) {
   const auto& c = model_.config();
+  const bool windowed = c.window_layer(layer);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   const int64_t group = c.group_size(), hd = c.head_dim, n_kv = c.n_kv_head;
   const AttentionMode mode = hooks_ ? hooks_->attention : AttentionMode::Causal;
@@ -60,6 +65,9 @@ uint64_t Forward::attention(int64_t n) {
     return mode == AttentionMode::Causal ? tok_pos_[t] + 1 : entry_end_[static_cast<size_t>(tok_entry_[t])];
   };
   auto visible = [&](int64_t t) { return mode == AttentionMode::DenseMasked ? tok_pos_[t] + 1 : keys(t); };
+  // A sliding-window layer: the query at p sees keys (p - window, p].
+  auto first_key = [&](int64_t t) { return windowed ? std::max<int64_t>(0, tok_pos_[t] + 1 - c.window) : 0; };
+  auto first_chunk = [&](int64_t t) { return first_key(t) / kAttentionChunk; };
   auto view = [&](int64_t t) -> const KvLayerView& { return views_[static_cast<size_t>(tok_entry_[t])]; };
   auto q_off = [&](int64_t t, int64_t g) { return t * c.q_dim() + g * group * hd; };
   const int64_t part = attention_partial_floats(group, hd);
@@ -68,21 +76,23 @@ uint64_t Forward::attention(int64_t n) {
     // Few queries: one task per (token, kv group, chunk of keys), so that 3
     // groups still fill every thread; the chunks are merged once all are done.
     int64_t first[kSplitTokens + 1] = {0};
-    for (int64_t t = 0; t < n; ++t) first[t + 1] = first[t] + n_kv * attention_chunks(keys(t));
+    for (int64_t t = 0; t < n; ++t) first[t + 1] = first[t] + n_kv * (attention_chunks(keys(t)) - first_chunk(t));
     pool_.parallel_for(first[n], [&](int64_t b, int64_t e, int worker) {
       float* scores = attn_scratch_.data() + static_cast<size_t>(worker) * attn_scratch_stride_;
       int64_t t = 0;
       for (int64_t i = b; i < e; ++i) {
         while (i >= first[t + 1]) ++t;
-        const int64_t nc = attention_chunks(keys(t)), g = (i - first[t]) / nc, ch = (i - first[t]) % nc;
-        float* partial = attn_parts_.data() + ((t * n_kv + g) * max_chunks_ + ch) * part;
-        attend_chunk(q_.data() + q_off(t, g), group, view(t), g, ch, keys(t), visible(t), scale, scores, partial);
+        const int64_t c0 = first_chunk(t), nc = attention_chunks(keys(t)) - c0;
+        const int64_t g = (i - first[t]) / nc, ch = c0 + (i - first[t]) % nc;
+        float* partial = attn_parts_.data() + ((t * n_kv + g) * max_chunks_ + ch - c0) * part;
+        attend_chunk(q_.data() + q_off(t, g), group, view(t), g, ch, keys(t), visible(t), scale, scores, partial,
+                     first_key(t));
       }
     });
     for (int64_t t = 0; t < n; ++t)
       for (int64_t g = 0; g < n_kv; ++g)
-        attention_merge(attn_parts_.data() + (t * n_kv + g) * max_chunks_ * part, attention_chunks(visible(t)), group,
-                        hd, attn_.data() + q_off(t, g));
+        attention_merge(attn_parts_.data() + (t * n_kv + g) * max_chunks_ * part,
+                        attention_chunks(visible(t)) - first_chunk(t), group, hd, attn_.data() + q_off(t, g));
   } else {
     // One task per (token, kv group), tokens taken from both ends in turn: a
     // causal prompt's early queries see fewer keys, and each thread's range
@@ -92,12 +102,12 @@ uint64_t Forward::attention(int64_t n) {
       for (int64_t i = b; i < e; ++i) {
         const int64_t u = i / n_kv, g = i % n_kv, t = u % 2 == 0 ? u / 2 : n - 1 - u / 2;
         attend_group(q_.data() + q_off(t, g), group, view(t), g, keys(t), scale, scratch, attn_.data() + q_off(t, g),
-                     visible(t));
+                     visible(t), first_key(t));
       }
     });
   }
   uint64_t scores = 0;
-  for (int64_t t = 0; t < n; ++t) scores += static_cast<uint64_t>(c.n_head) * keys(t);
+  for (int64_t t = 0; t < n; ++t) scores += static_cast<uint64_t>(c.n_head) * (keys(t) - first_key(t));
   return scores;
 }
 
@@ -177,7 +187,14 @@ void Forward::run(KvCache* kv, std::span<const StepEntry> batch) {
       tok_entry_[n] = static_cast<int32_t>(i);
       tok_pos_[n] = e.start + static_cast<int64_t>(j);
       model_.embed(e.tokens[j], x_.data() + n * E);
+      if (c.arch->embed_scale) {
+        const float s = std::sqrt(static_cast<float>(E));
+        for (int64_t i = 0; i < E; ++i) x_[n * E + i] *= s;
+      }
       rope_angles(tok_pos_[n], c.rope_dims, c.rope_base, rope_cos_.data() + n * half, rope_sin_.data() + n * half);
+      if (c.window > 0)
+        rope_angles(tok_pos_[n], c.rope_dims, c.rope_base_swa, rope_cos_swa_.data() + n * half,
+                    rope_sin_swa_.data() + n * half);
     }
     entry_end_.push_back(e.start + static_cast<int64_t>(e.tokens.size()));
   }
@@ -191,18 +208,34 @@ void Forward::run(KvCache* kv, std::span<const StepEntry> batch) {
     quantize_rows(xn_.data(), n, E);
     const MatmulOut qkv[] = {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
     matmul_many(qkv, xpack_, pool_);
+    const bool windowed = c.window_layer(l);
+    const float* cos_l = windowed ? rope_cos_swa_.data() : rope_cos_.data();
+    const float* sin_l = windowed ? rope_sin_swa_.data() : rope_sin_.data();
     for (int64_t t = 0; t < n; ++t) {
-      const float* cs = rope_cos_.data() + t * half;
-      const float* sn = rope_sin_.data() + t * half;
+      const float* cs = cos_l + t * half;
+      const float* sn = sin_l + t * half;
+      if (c.arch->qk_norm) {
+        for (int64_t h = 0; h < c.n_head; ++h) {
+          float* qh = q_.data() + t * Q + h * c.head_dim;
+          rms_norm(qh, L.q_norm.data(), qh, c.head_dim, c.rms_eps);
+        }
+        for (int64_t h = 0; h < c.n_kv_head; ++h) {
+          float* kh = k_.data() + t * KV + h * c.head_dim;
+          rms_norm(kh, L.k_norm.data(), kh, c.head_dim, c.rms_eps);
+        }
+      }
       rope_apply(q_.data() + t * Q, c.n_head, c.head_dim, c.rope_dims, cs, sn, c.arch->rope_pairing);
       rope_apply(k_.data() + t * KV, c.n_kv_head, c.head_dim, c.rope_dims, cs, sn, c.arch->rope_pairing);
       if (kv) kv->store(l, batch[tok_entry_[t]].seq, tok_pos_[t], k_.data() + t * KV, v_.data() + t * KV);
     }
     views_.clear();
     for (const StepEntry& e : batch) views_.push_back(kv ? kv->view(l, e.seq) : chunk_view(n));
-    scores += attention(n);
+    scores += attention(n, l);
     quantize_rows(attn_.data(), n, Q);
     matmul(L.wo, xpack_, proj_.data(), pool_);
+    if (c.arch->post_norms)
+      for (int64_t t = 0; t < n; ++t)
+        rms_norm(proj_.data() + t * E, L.post_attn_norm.data(), proj_.data() + t * E, E, c.rms_eps);
     add_inplace(x_.data(), proj_.data(), n * E);
 
     // MLP sub-block.
@@ -210,9 +243,15 @@ void Forward::run(KvCache* kv, std::span<const StepEntry> batch) {
     quantize_rows(xn_.data(), n, E);
     const MatmulOut gate_up[] = {{&L.ffn_gate, gate_.data()}, {&L.ffn_up, up_.data()}};
     matmul_many(gate_up, xpack_, pool_);
-    silu_mul(gate_.data(), up_.data(), gate_.data(), n * F);
+    if (c.arch->ffn == FfnActivation::GeluTanh)
+      gelu_tanh_mul(gate_.data(), up_.data(), gate_.data(), n * F);
+    else
+      silu_mul(gate_.data(), up_.data(), gate_.data(), n * F);
     quantize_rows(gate_.data(), n, F);
     matmul(L.ffn_down, xpack_, proj_.data(), pool_);
+    if (c.arch->post_norms)
+      for (int64_t t = 0; t < n; ++t)
+        rms_norm(proj_.data() + t * E, L.post_ffw_norm.data(), proj_.data() + t * E, E, c.rms_eps);
     add_inplace(x_.data(), proj_.data(), n * E);
     if (hooks_) hooks_->residual(l + 1, x_.data(), n);
   }

@@ -73,7 +73,8 @@ class Forward {
   void quantize_rows(const float* x, int64_t n, int64_t dim);
   // Attention of the step's n tokens for one layer; returns the (query, key)
   // scores computed, summed over heads.
-  uint64_t attention(int64_t n);
+  // Attention of the n tokens at `layer` (a sliding-window layer sees only its window).
+  uint64_t attention(int64_t n, int64_t layer);
   void run(KvCache* kv, std::span<const StepEntry> batch);
   KvLayerView chunk_view(int64_t n) const;
   int64_t check(std::span<const StepEntry> batch, bool cached) const;
@@ -99,6 +100,7 @@ class Forward {
   std::vector<float> proj_;    // (n, n_embd) sub-block output
   std::vector<float> gate_, up_;  // (n, n_ff)
   std::vector<float> rope_cos_, rope_sin_;  // (n, rope_dims / 2)
+  std::vector<float> rope_cos_swa_, rope_sin_swa_;  // the same at rope_base_swa (sliding-window layers)
   // Attention: per worker, one chunk's scores and the partials of every chunk
   // (attention_scratch_floats); with threads, the partials of up to
   // kSplitTokens queries whose chunks are spread over the pool.

@@ -113,6 +113,14 @@ Model::Model(std::unique_ptr<GgufFile> file) : file_(std::move(file)), cfg_(Mode
     L.ffn_gate = matrix(n("ffn_gate"), c.n_ff, c.n_embd);
     L.ffn_up = matrix(n("ffn_up"), c.n_ff, c.n_embd);
     L.ffn_down = matrix(n("ffn_down"), c.n_embd, c.n_ff);
+    if (c.arch->qk_norm) {
+      L.q_norm = vector(n("attn_q_norm"), c.head_dim);
+      L.k_norm = vector(n("attn_k_norm"), c.head_dim);
+    }
+    if (c.arch->post_norms) {
+      L.post_attn_norm = vector(n("post_attention_norm"), c.n_embd);
+      L.post_ffw_norm = vector(n("post_ffw_norm"), c.n_embd);
+    }
   }
 }
 

@@ -22,6 +22,9 @@ struct LayerWeights {
   std::vector<float> ffn_norm;           // (n_embd)
   WeightMatrix ffn_gate, ffn_up;         // (n_ff, n_embd)
   WeightMatrix ffn_down;                 // (n_embd, n_ff)
+  // Architectures with qk_norm: (head_dim) each; with post_norms: (n_embd) each. Empty otherwise.
+  std::vector<float> q_norm, k_norm;
+  std::vector<float> post_attn_norm, post_ffw_norm;
 };
 
 class Model {

@@ -100,6 +100,8 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
          c.head_dim);
   c.rope_base = h.positive_float("rope.freq_base", 10000.0);
   c.rms_eps = h.positive_float("attention.layer_norm_rms_epsilon", 1e-5);
+  c.window = a.window;
+  if (c.window > 0) c.rope_base_swa = h.positive_float("rope.freq_base_swa", c.arch->rope_base_swa);
   uint64_t vocab = f.get_u64(h.key("vocab_size"), 0);
   if (vocab == 0 && f.has("tokenizer.ggml.tokens")) vocab = f.get_array("tokenizer.ggml.tokens").size();
   if (vocab == 0) {

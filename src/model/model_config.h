@@ -50,6 +50,12 @@ struct ModelConfig {
   int64_t rope_dims = 0;
   float rope_base = 10000.0f;
   float rms_eps = 1e-5f;
+  // Sliding-window layers (is_window_layer): a query at p sees keys from
+  // p - window + 1; their RoPE base is rope_base_swa. window 0: none.
+  int64_t window = 0;
+  float rope_base_swa = 10000.0f;
+
+  bool window_layer(int64_t il) const { return window > 0 && is_window_layer(arch->name, il); }
 
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_kv_head * head_dim; }

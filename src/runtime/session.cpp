@@ -72,6 +72,9 @@ void Session::truncate(int64_t n) {
 
 void Session::check_window(int64_t sinks) const {
   const int64_t bs = cache_.block_size();
+  if (model_.config().window > 0)
+    fail("--stream re-rotates kept keys with one RoPE base; {}'s sliding-window layers use another: not supported yet",
+         model_.config().arch->name);
   if (sinks < 0) fail("--sinks must be >= 0, got {}", sinks);
   if (sinks + bs + 1 > n_ctx())
     fail("--window {} is too small for --sinks {}: a slide drops a block of {} positions, so the window needs at "

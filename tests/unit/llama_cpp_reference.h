@@ -26,11 +26,12 @@ namespace tally_test {
 // where its choice was a near-tie (never part at a decisive step); (2)
 // teacher-forced on llama.cpp's continuation, our argmax equals its choice at
 // every step that is not a near-tie. fx: a llama_cpp_greedy.json.
-inline void expect_greedy_matches_llama_cpp(const tally::Model& model, const nlohmann::json& fx) {
+inline void expect_greedy_matches_llama_cpp(const tally::Model& model, const nlohmann::json& fx,
+                                            const char* prompts = "prompts", int64_t n_ctx = 512) {
   using namespace tally;
   constexpr double kTieMargin = 0.5;  // of the order of the engines' logit differences
   const int64_t V = model.config().n_vocab;
-  for (const auto& p : fx["prompts"]) {
+  for (const auto& p : fx[prompts]) {
     const std::string name = p["name"];
     const auto ids = p["ids"].get<std::vector<int32_t>>();
     const auto expected = p["continuation"].get<std::vector<int32_t>>();
@@ -41,7 +42,7 @@ inline void expect_greedy_matches_llama_cpp(const tally::Model& model, const nlo
         break;
       }
     SessionOptions o;
-    o.n_ctx = 512;
+    o.n_ctx = n_ctx;
     Session s(model, o);
     GenerateOptions g;
     g.max_tokens = static_cast<int64_t>(expected.size());

@@ -1,0 +1,115 @@
+// Gemma 3 270M (gemma3: MQA, head_dim 256, q/k norms, post-norms, GELU gate,
+// scaled embeddings, two RoPE bases, sliding-window layers; Q4_K_M with Q4_K,
+// Q5_0, Q6_K and Q8_0 matrices) against llama.cpp on the same file. The file
+// is installed by scripts/fetch_model.sh gemma3-270m (setup.sh does); the
+// reference comes from scripts/fixtures/make_gemma3_fixtures.py. Without the
+// file these tests skip, or fail when TALLY_REQUIRE_MODEL=1.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "llama_cpp_reference.h"
+#include "model_test_support.h"
+#include "runtime/session.h"
+#include "test_model_path.h"
+#include "tokenizer/tokenizer.h"
+
+namespace {
+
+constexpr const char* kFile = "gemma-3-270m-q4_k_m.gguf";
+
+std::string gemma_path() {
+  const std::filesystem::path p = std::filesystem::path(tally::default_model_path()).parent_path() / kFile;
+  std::error_code ec;
+  return std::filesystem::is_regular_file(p, ec) ? p.string() : "";
+}
+
+const tally::Model* gemma() {
+  static std::unique_ptr<tally::Model> model = [] {
+    const std::string p = gemma_path();
+    return p.empty() ? nullptr : tally::Model::load(p);
+  }();
+  return model.get();
+}
+
+}  // namespace
+
+#define TALLY_NEED_GEMMA()                                                                              \
+  do {                                                                                                  \
+    if (gemma() == nullptr) {                                                                           \
+      const std::string why = std::string(kFile) + " is not installed (scripts/fetch_model.sh gemma3-270m)"; \
+      if (tally_test::model_required()) FAIL() << why;                                                  \
+      GTEST_SKIP() << why;                                                                              \
+    }                                                                                                   \
+  } while (0)
+
+TEST(ModelGemma3, ReadsTheArchitecture) {
+  TALLY_NEED_GEMMA();
+  const auto& c = gemma()->config();
+  EXPECT_EQ(c.arch->name, "gemma3");
+  EXPECT_EQ(c.n_layer, 18);
+  EXPECT_EQ(c.n_kv_head, 1);
+  EXPECT_EQ(c.head_dim, 256);
+  EXPECT_EQ(c.window, 512);
+  EXPECT_FLOAT_EQ(c.rope_base, 1e6f);
+  EXPECT_FLOAT_EQ(c.rope_base_swa, 1e4f);
+  for (int64_t l = 0; l < c.n_layer; ++l) EXPECT_EQ(c.window_layer(l), l % 6 < 5) << "layer " << l;
+}
+
+TEST(ModelGemma3, TokenizesAsLlamaCpp) {
+  TALLY_NEED_GEMMA();
+  const auto fx = tally_test::load_fixture("model_gemma3/llama_cpp_greedy.json");
+  const tally::Tokenizer tok = tally::Tokenizer::from_gguf(gemma()->file());
+  for (const auto& p : fx["prompts"])
+    EXPECT_EQ(tok.encode(p["text"].get<std::string>(), true, true), p["ids"].get<std::vector<int32_t>>())
+        << p["name"].get<std::string>();
+}
+
+// The prompt's last logits: llama.cpp's five largest, each within 0.75 of ours
+// (both engines round activations to 8 bits, at different places).
+static void expect_last_logits_match(const char* prompts) {
+  const auto fx = tally_test::load_fixture("model_gemma3/llama_cpp_greedy.json");
+  const int64_t V = gemma()->config().n_vocab;
+  for (const auto& p : fx[prompts]) {
+    const auto ids = p["ids"].get<std::vector<int32_t>>();
+    tally::SessionOptions o;
+    o.n_ctx = 2048;
+    tally::Session s(*gemma(), o);
+    const std::span<const float> out = s.append(ids);
+    const std::vector<float> last(out.begin(), out.end());
+    ASSERT_EQ(static_cast<int64_t>(last.size()), V);
+    double worst = 0;
+    for (const auto& pair : p["top5_last"]) {
+      const int32_t id = pair[0].get<int32_t>();
+      const double ref = pair[1].get<double>();
+      worst = std::max(worst, std::abs(last[static_cast<size_t>(id)] - ref));
+      EXPECT_NEAR(last[static_cast<size_t>(id)], ref, 0.75) << p["name"].get<std::string>() << " token " << id;
+    }
+    std::printf("%s (%zu tokens): largest |logit - llama.cpp| over its top 5: %.3f\n",
+                p["name"].get<std::string>().c_str(), ids.size(), worst);
+  }
+}
+
+TEST(ModelGemma3, LastLogitsMatchLlamaCpp) {
+  TALLY_NEED_GEMMA();
+  expect_last_logits_match("prompts");
+}
+
+// A 926-token prompt: the 15 sliding layers see only the last 512 positions
+// (llama.cpp masks the same way), the 3 global ones all of them.
+TEST(ModelGemma3, PastTheWindowMatchesLlamaCpp) {
+  TALLY_NEED_GEMMA();
+  expect_last_logits_match("window_prompts");
+  tally_test::expect_greedy_matches_llama_cpp(*gemma(), tally_test::load_fixture("model_gemma3/llama_cpp_greedy.json"),
+                                              "window_prompts", 2048);
+}
+
+TEST(ModelGemma3, GreedyMatchesLlamaCpp) {
+  TALLY_NEED_GEMMA();
+  tally_test::expect_greedy_matches_llama_cpp(*gemma(), tally_test::load_fixture("model_gemma3/llama_cpp_greedy.json"));
+}
