@@ -2,8 +2,8 @@
 # Builds and runs every test: (1) the unit tests under ASan+UBSan, (2) the five
 # libFuzzer targets for TALLY_FUZZ_SECONDS each (default 30: two and a half
 # minutes in all), (3) the full CTest suite of the warnings-as-errors release build, which
-# needs the default model and, for the server tests, the venv that
-# scripts/setup_test_env.sh makes.
+# needs the default model, Gemma 3 270M (fetched here) and, for the server tests, the
+# venv that scripts/setup_test_env.sh makes.
 # Run scripts/setup.sh first (the README's test command does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +23,8 @@ scripts/fuzz.sh "${TALLY_FUZZ_SECONDS:-30}"
 
 echo "== release build, full test suite"
 scripts/setup_test_env.sh
+# The second architecture's tests (tests/unit/model_gemma3_test.cpp) run on Gemma 3 270M.
+scripts/fetch_model.sh gemma3-270m
 # The build scripts/setup.sh made, with the tests added (its objects are
 # reused when it was built with TALLY_WERROR=ON, as CI does).
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DTALLY_TESTS=ON -DTALLY_WERROR=ON >/dev/null
