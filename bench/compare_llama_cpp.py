@@ -29,10 +29,11 @@ They inherit Q4_1's rounding, which is harmless for speed. llama-quantize
 falls back to other types for tensors whose rows do not fit a K-quant's
 256-value blocks (SmolLM2's 576-wide rows), so the "types" column gives each
 file's real mix of matrix types, by bytes. A cell tally cannot run (a tensor
-type it does not support) reads "fails" with tally's reason.
+type it does not support) reads "fails" with tally's reason. `--formats as-is`
+benchmarks the --model file itself (another model, such as Gemma 3 270M).
 
   python3 bench/compare_llama_cpp.py [--markdown] [--json OUT]
-      [--formats q4_1,q4_0,q8_0,q4_k_m,q5_0,q5_k_m,q6_k] [--threads 1,2]
+      [--formats q4_1,q4_0,q8_0,q4_k_m,q5_0,q5_k_m,q6_k | as-is] [--threads 1,2]
       [--depths 0,2048] [--reps 3] [--model PATH] [--tally PATH] [--llama-bin DIR]
 
 Progress (what runs, how far, time left) goes to stderr when it is a
@@ -55,6 +56,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TALLY_HOME = Path(os.environ.get("TALLY_HOME", Path.home() / ".cache/tally"))
 DEFAULT_MODEL = TALLY_HOME / "models/SmolLM2-135M-Instruct.Q4_1.gguf"
 ALL_FORMATS = ["q4_1", "q4_0", "q8_0", "q4_k_m", "q5_0", "q5_k_m", "q6_k"]
+AS_IS = "as-is"  # --formats as-is: the --model file itself, as downloaded (another model)
 N_PROMPT, N_GEN = 512, 128
 
 # ggml type id: (name, values per block, bytes per block)
@@ -225,7 +227,7 @@ def derived_path(source, fmt):
 
 def make_file(bin_dir, source, fmt, progress):
     """The file of format fmt: the source itself for q4_1, else made by llama-quantize (cached)."""
-    if fmt == "q4_1":
+    if fmt in ("q4_1", AS_IS):
         return source
     out = derived_path(source, fmt)
     if out.exists() and out.stat().st_mtime >= source.stat().st_mtime:
@@ -402,9 +404,9 @@ def main(argv=None):
     a = ap.parse_args(argv)
 
     formats = [f.strip().lower() for f in a.formats.split(",") if f.strip()]
-    unknown = [f for f in formats if f not in ALL_FORMATS]
+    unknown = [f for f in formats if f not in ALL_FORMATS + [AS_IS]]
     if unknown:
-        die(f"--formats: unknown {', '.join(unknown)} (known: {', '.join(ALL_FORMATS)})")
+        die(f"--formats: unknown {', '.join(unknown)} (known: {', '.join(ALL_FORMATS + [AS_IS])})")
     if a.reps < 1:
         die("--reps must be at least 1")
     if any(t < 1 for t in a.threads) or any(d < 0 for d in a.depths):
