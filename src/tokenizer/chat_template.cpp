@@ -60,8 +60,15 @@ std::string find_default_system(std::string_view t) {
 }  // namespace
 
 ChatTemplate ChatTemplate::from_gguf(const GgufFile& f) {
-  if (!f.has("tokenizer.chat_template"))
+  if (!f.has("tokenizer.chat_template")) {
+    // Gemma 3 base files carry none; HF ships the same template for base and instruct.
+    if (f.has("general.architecture") && f.get_string("general.architecture") == "gemma3") {
+      ChatTemplate t;
+      t.family_ = "gemma";
+      return t;
+    }
     fail("{}: no chat template in this file (missing tokenizer.chat_template)", f.path());
+  }
   return from_source(f.get_string("tokenizer.chat_template"), f.path());
 }
 
@@ -70,6 +77,10 @@ ChatTemplate ChatTemplate::from_source(std::string_view source, std::string_view
   if (contains(source, "<|im_start|>") && contains(source, "<|im_end|>")) {
     t.default_system_ = find_default_system(source);
     t.family_ = t.default_system_.empty() ? "chatml" : "chatml-default-system";
+    return t;
+  }
+  if (contains(source, "<start_of_turn>") && contains(source, "<end_of_turn>")) {
+    t.family_ = "gemma";
     return t;
   }
   // Quote whole UTF-8 characters only, and show newlines as \n.
@@ -83,13 +94,32 @@ ChatTemplate ChatTemplate::from_source(std::string_view source, std::string_view
       quoted.push_back(c);
   }
   fail("{}: unsupported chat template (tokenizer.chat_template begins \"{}{}\"); supported "
-       "families: chatml, chatml-default-system",
+       "families: chatml, chatml-default-system, gemma",
        origin, quoted, source.size() > 60 ? "..." : "");
 }
 
 std::string ChatTemplate::render(std::span<const ChatMessage> msgs,
                                  bool add_generation_prompt) const {
   std::string out;
+  if (family_ == "gemma") {
+    auto trim = [](std::string_view s) {
+      const size_t b = s.find_first_not_of(" \t\n\r");
+      return b == std::string_view::npos ? std::string_view() : s.substr(b, s.find_last_not_of(" \t\n\r") - b + 1);
+    };
+    size_t first = 0;
+    std::string prefix;  // the system message, before the first turn's content
+    if (!msgs.empty() && msgs[0].role == "system") {
+      prefix = msgs[0].content + "\n\n";
+      first = 1;
+    }
+    for (size_t i = first; i < msgs.size(); ++i) {
+      out.append("<start_of_turn>").append(msgs[i].role == "assistant" ? "model" : msgs[i].role).append("\n");
+      if (i == first) out.append(prefix);
+      out.append(trim(msgs[i].content)).append("<end_of_turn>\n");
+    }
+    if (add_generation_prompt) out.append("<start_of_turn>model\n");
+    return out;
+  }
   auto turn = [&out](std::string_view role, std::string_view content) {
     out.append("<|im_start|>").append(role).append("\n").append(content).append("<|im_end|>\n");
   };

@@ -6,6 +6,9 @@
 //   "chatml-default-system"  the same, plus a default system turn (taken from
 //                            the template, e.g. SmolLM2's) inserted when the
 //                            first message is not a system message
+//   "gemma"                  <start_of_turn>{user|model}\n{content, trimmed}<end_of_turn>\n,
+//                            a system message put before the first user turn's
+//                            content with a blank line (Gemma 3's template)
 // Immutable after construction.
 #include <span>
 #include <string>
@@ -23,12 +26,14 @@ struct ChatMessage {
 class ChatTemplate {
  public:
   // Throws tally::Error when the file has no tokenizer.chat_template or when
-  // it is not a supported family (the message quotes its first ~60 chars).
+  // it is not a supported family (the message quotes its first ~60 chars). A
+  // gemma3 file without one gets "gemma", its architecture's template.
   static ChatTemplate from_gguf(const GgufFile& f);
   // The same from template text; `origin` names where it came from in errors.
   static ChatTemplate from_source(std::string_view source, std::string_view origin);
 
-  // With add_generation_prompt the text ends with "<|im_start|>assistant\n".
+  // With add_generation_prompt the text ends with the assistant's turn opening
+  // ("<|im_start|>assistant\n", "<start_of_turn>model\n").
   std::string render(std::span<const ChatMessage> msgs, bool add_generation_prompt) const;
 
   const std::string& family() const { return family_; }

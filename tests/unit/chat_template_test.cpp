@@ -111,6 +111,27 @@ TEST(ChatTemplate, MissingTemplateInFile) {
   EXPECT_NE(msg.find("tokenizer.chat_template"), std::string::npos) << msg;
 }
 
+// Gemma 3's template (google/gemma-3-270m's tokenizer_config.json): roles
+// alternate as user / model, contents are trimmed, a system message opens the
+// first user turn followed by a blank line, BOS comes from the tokenizer.
+TEST(ChatTemplate, Gemma) {
+  const ChatTemplate ct = ChatTemplate::from_source(
+      "{{ bos_token }}...{{ '<start_of_turn>' + role + '\\n' }}...{{ '<end_of_turn>\\n' }}", "gemma.jinja");
+  EXPECT_EQ(ct.family(), "gemma");
+  const ChatMessage turns[] = {{"system", "Be brief."}, {"user", " Hi there \n"}, {"assistant", "Hello."},
+                               {"user", "Bye"}};
+  EXPECT_EQ(ct.render(turns, true),
+            "<start_of_turn>user\nBe brief.\n\nHi there<end_of_turn>\n"
+            "<start_of_turn>model\nHello.<end_of_turn>\n"
+            "<start_of_turn>user\nBye<end_of_turn>\n"
+            "<start_of_turn>model\n");
+  EXPECT_EQ(ct.render(std::span<const ChatMessage>(turns + 1, 1), false), "<start_of_turn>user\nHi there<end_of_turn>\n");
+  // A gemma3 file without a template gets its architecture's.
+  auto g = test::gguf_from_bytes(
+      test::GgufBuilder().kv("general.architecture", test::m_str("gemma3")).build(), "gemma3.gguf");
+  EXPECT_EQ(ChatTemplate::from_gguf(*g).family(), "gemma");
+}
+
 TEST(ChatTemplate, FromGgufMetadata) {
   auto g = test::gguf_from_bytes(
       test::GgufBuilder().kv("tokenizer.chat_template", test::m_str(kSmolLM2)).build());
