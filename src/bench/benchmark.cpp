@@ -11,6 +11,12 @@
 #include "runtime/session.h"
 
 namespace tally {
+
+int32_t filler_token(uint64_t k, int64_t n_vocab) {
+  const int64_t first = std::min<int64_t>(1000, n_vocab / 4);
+  return static_cast<int32_t>(first + static_cast<int64_t>(k % static_cast<uint64_t>(n_vocab - first)));
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -26,10 +32,9 @@ void mean_stddev(const std::vector<double>& v, double& mean, double& sd) {
   sd = v.size() > 1 ? std::sqrt(ss / static_cast<double>(v.size() - 1)) : 0;
 }
 
-// Deterministic ordinary tokens (the content does not change the work).
 std::vector<int32_t> filler(int64_t n, int64_t vocab) {
   std::vector<int32_t> t(n);
-  for (int64_t i = 0; i < n; ++i) t[i] = static_cast<int32_t>(1000 + (i * 7919) % std::max<int64_t>(1, vocab - 1000));
+  for (int64_t i = 0; i < n; ++i) t[i] = filler_token(static_cast<uint64_t>(i) * 7919, vocab);
   return t;
 }
 

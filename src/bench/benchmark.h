@@ -51,6 +51,11 @@ struct BenchRow {
   double pct_int8_peak = 0;       // pp: % of the int8 dot-product peak (0 when not probed)
 };
 
+// Ordinary token k of a deterministic stream that benchmarks feed (the
+// content does not change the work): past the first quarter of the
+// vocabulary, where control tokens sit, capped at id 1000.
+int32_t filler_token(uint64_t k, int64_t n_vocab);
+
 // Multiply-adds of one token through every matrix (weights' rows x cols summed).
 uint64_t matmul_macs_per_token(const Model& m);
 // Whether the kernels compute products with weights of type t as 8-bit

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "bench/benchmark.h"
 #include "core/error.h"
 #include "runtime/engine.h"
 
@@ -24,7 +25,7 @@ double median(std::vector<double> v) {
 std::vector<int32_t> prompt(int64_t i, int64_t n, int64_t vocab) {
   std::vector<int32_t> t(static_cast<size_t>(n));
   for (int64_t k = 0; k < n; ++k)
-    t[k] = static_cast<int32_t>(1000 + (k * 7919 + i * 104729) % std::max<int64_t>(1, vocab - 1000));
+    t[k] = filler_token(static_cast<uint64_t>(k * 7919 + i * 104729), vocab);
   return t;
 }
 
@@ -72,7 +73,7 @@ std::vector<ParallelBenchRow> run_parallel_benchmark(
         pp.push_back(static_cast<double>(n * o.n_prompt) / seconds_since(t0));
         t0 = Clock::now();
         for (int64_t k = 0; k < o.n_gen; ++k) {
-          for (size_t i = 0; i < ids.size(); ++i) e.push(ids[i], static_cast<int32_t>(1000 + (k + 31 * i) % 500));
+          for (size_t i = 0; i < ids.size(); ++i) e.push(ids[i], filler_token(static_cast<uint64_t>(k + 31 * i) % 500, vocab));
           do e.step();
           while (!all_ready());
           row.peak_kv_bytes = std::max(row.peak_kv_bytes, e.held_bytes());

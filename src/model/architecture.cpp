@@ -9,9 +9,14 @@ namespace {
 // gemma3 (../shared/docs/facts.md): half-split RoPE, GELU (tanh) gate, q/k
 // norms, norms after each sub-block, embeddings scaled by sqrt(n_embd), RoPE
 // base 10,000 on its sliding layers (llama.cpp's and HF's default).
+// qwen2: half-split RoPE (its converter does not permute q and k) and biases
+// on the q, k and v projections; qwen3: half-split RoPE and q/k norms, no biases.
 constexpr Architecture kArchitectures[] = {
-    {"llama", RopePairing::Adjacent},
-    {"gemma3", RopePairing::HalfSplit, FfnActivation::GeluTanh, true, true, true, 10000.0f},
+    {.name = "llama", .rope_pairing = RopePairing::Adjacent},
+    {.name = "gemma3", .rope_pairing = RopePairing::HalfSplit, .ffn = FfnActivation::GeluTanh, .qk_norm = true,
+     .post_norms = true, .embed_scale = true, .rope_base_swa = 10000.0f},
+    {.name = "qwen2", .rope_pairing = RopePairing::HalfSplit, .qkv_bias = true},
+    {.name = "qwen3", .rope_pairing = RopePairing::HalfSplit, .qk_norm = true},
 };
 }
 

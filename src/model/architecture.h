@@ -17,6 +17,7 @@ struct Architecture {
   bool qk_norm = false;      // per-head RMSNorm of q and k before RoPE (attn_q_norm, attn_k_norm)
   bool post_norms = false;   // RMSNorm of the attention and MLP outputs before the residual add
   bool embed_scale = false;  // embeddings times sqrt(n_embd)
+  bool qkv_bias = false;     // q, k and v projections add a bias (attn_q.bias, attn_k.bias, attn_v.bias)
   // Sliding-window layers (model_config.h's is_window_layer) read the window
   // from `NAME.attention.sliding_window` and their RoPE base from
   // `NAME.rope.freq_base_swa` (default below).

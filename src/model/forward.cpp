@@ -214,6 +214,11 @@ void Forward::run(KvCache* kv, std::span<const StepEntry> batch) {
     for (int64_t t = 0; t < n; ++t) {
       const float* cs = cos_l + t * half;
       const float* sn = sin_l + t * half;
+      if (c.arch->qkv_bias) {
+        add_inplace(q_.data() + t * Q, L.q_bias.data(), Q);
+        add_inplace(k_.data() + t * KV, L.k_bias.data(), KV);
+        add_inplace(v_.data() + t * KV, L.v_bias.data(), KV);
+      }
       if (c.arch->qk_norm) {
         for (int64_t h = 0; h < c.n_head; ++h) {
           float* qh = q_.data() + t * Q + h * c.head_dim;

@@ -117,6 +117,12 @@ Model::Model(std::unique_ptr<GgufFile> file) : file_(std::move(file)), cfg_(Mode
       L.q_norm = vector(n("attn_q_norm"), c.head_dim);
       L.k_norm = vector(n("attn_k_norm"), c.head_dim);
     }
+    if (c.arch->qkv_bias) {
+      auto b = [i](const char* what) { return fmt::format("blk.{}.{}.bias", i, what); };
+      L.q_bias = vector(b("attn_q"), c.q_dim());
+      L.k_bias = vector(b("attn_k"), c.kv_dim());
+      L.v_bias = vector(b("attn_v"), c.kv_dim());
+    }
     if (c.arch->post_norms) {
       L.post_attn_norm = vector(n("post_attention_norm"), c.n_embd);
       L.post_ffw_norm = vector(n("post_ffw_norm"), c.n_embd);

@@ -25,6 +25,7 @@ struct LayerWeights {
   // Architectures with qk_norm: (head_dim) each; with post_norms: (n_embd) each. Empty otherwise.
   std::vector<float> q_norm, k_norm;
   std::vector<float> post_attn_norm, post_ffw_norm;
+  std::vector<float> q_bias, k_bias, v_bias;  // with qkv_bias: (q_dim) (kv_dim) (kv_dim)
 };
 
 class Model {
