@@ -106,8 +106,22 @@ std::string GgufTensorInfo::shape_string() const {
   return s + "}";
 }
 
-GgufFile::GgufFile(const std::string& path) : map_(std::in_place, path), source_(path) {
-  parse(map_->data(), map_->size());
+GgufFile::GgufFile(const std::string& path) : source_(path) {
+  maps_.emplace_back(path);
+  parse(maps_[0].data(), maps_[0].size());
+}
+
+GgufFile::GgufFile(std::string source, std::vector<std::pair<std::string, GgufValue>> kv,
+                   std::vector<GgufTensorInfo> tensors, std::vector<MappedFile> maps,
+                   std::vector<std::unique_ptr<uint8_t[]>> owned)
+    : maps_(std::move(maps)), owned_(std::move(owned)), source_(std::move(source)), kv_(std::move(kv)),
+      tensors_(std::move(tensors)) {
+  for (const auto& m : maps_) size_ += m.size();
+  for (size_t i = 0; i < kv_.size(); ++i)
+    if (!kv_index_.emplace(kv_[i].first, i).second) fail("{}: duplicate metadata key '{}'", source_, kv_[i].first);
+  for (size_t i = 0; i < tensors_.size(); ++i)
+    if (!tensor_index_.emplace(tensors_[i].name, i).second)
+      fail("{}: duplicate tensor name '{}'", source_, tensors_[i].name);
 }
 
 GgufFile::GgufFile(const uint8_t* bytes, uint64_t size, std::string source) : source_(std::move(source)) {

@@ -2,9 +2,13 @@
 // A GGUF file (versions 2 and 3), memory-mapped and fully validated on open:
 // every count, length, shape and offset is bounds- and overflow-checked, tensor
 // data ranges lie inside the data section, are aligned and do not overlap.
+// The same view can be assembled from another format (io/hf_folder.h), whose
+// reader has validated its bytes: metadata and tensors as a GGUF file would
+// hold them, the tensor data in the files it keeps mapped.
 // After construction every accessor is safe; the object is immutable.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -35,6 +39,10 @@ class GgufFile {
   explicit GgufFile(const std::string& path);
   // Parses an in-memory image (used by fuzzing and tests); `bytes` must outlive this.
   GgufFile(const uint8_t* bytes, uint64_t size, std::string source);
+  // An assembled view (version 0, no data section): `tensors` point into
+  // `maps` or `owned`, which it keeps. Throws on a duplicate key or tensor name.
+  GgufFile(std::string source, std::vector<std::pair<std::string, GgufValue>> kv, std::vector<GgufTensorInfo> tensors,
+           std::vector<MappedFile> maps, std::vector<std::unique_ptr<uint8_t[]>> owned);
 
   const std::string& path() const { return source_; }
   uint32_t version() const { return version_; }
@@ -61,7 +69,8 @@ class GgufFile {
   uint64_t total_tensor_bytes() const;
   // Drops a tensor's pages from memory once it has been copied elsewhere (no-op for in-memory images).
   void release(const GgufTensorInfo& t) const {
-    if (map_) map_->release(t.data, t.n_bytes);
+    for (const MappedFile& m : maps_)
+      if (t.data >= m.data() && t.data < m.data() + m.size()) m.release(t.data, t.n_bytes);
   }
 
  private:
@@ -69,7 +78,8 @@ class GgufFile {
   template <typename F>
   auto typed(F&& read) const;
 
-  std::optional<MappedFile> map_;
+  std::vector<MappedFile> maps_;
+  std::vector<std::unique_ptr<uint8_t[]>> owned_;
   std::string source_;
   uint64_t size_ = 0;
   uint32_t version_ = 0;

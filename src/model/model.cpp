@@ -6,6 +6,7 @@
 
 #include "core/byte_size.h"
 #include "core/error.h"
+#include "io/hf_folder.h"
 #include "io/session_file.h"
 #include "kernels/dequantize.h"
 #include "kernels/matmul.h"
@@ -13,7 +14,7 @@
 namespace tally {
 
 std::unique_ptr<Model> Model::load(const std::string& path) {
-  return std::make_unique<Model>(std::make_unique<GgufFile>(path));
+  return std::make_unique<Model>(open_model_file(path));
 }
 
 WeightMatrix Model::matrix(const std::string& name, int64_t rows, int64_t cols) {

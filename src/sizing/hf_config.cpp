@@ -5,6 +5,7 @@
 #include "core/checked_math.h"
 #include "core/error.h"
 #include "core/printable.h"
+#include "io/json_input.h"
 #include "io/text_file.h"
 #include "model/model_config.h"
 
@@ -24,44 +25,6 @@ uint64_t add(uint64_t a, uint64_t b) {
 }
 
 using nlohmann::json;
-
-// Real configs nest a few levels (text_config, rope_scaling, quantization_config).
-constexpr int kMaxJsonDepth = 64;
-
-// What a value is, for an error message: its type, and a scalar's value cut
-// short. Never the whole value: it may be megabytes, or nested too deeply to
-// print without exhausting the stack.
-std::string describe(const json& v) {
-  switch (v.type()) {
-    case json::value_t::object: return fmt::format("an object of {} keys", v.size());
-    case json::value_t::array: return fmt::format("an array of {} items", v.size());
-    case json::value_t::string: return fmt::format("the string \"{}\"", excerpt(v.get_ref<const std::string&>(), 40));
-    case json::value_t::boolean: return v.get<bool>() ? "true" : "false";
-    case json::value_t::number_integer: return fmt::format("{}", v.get<int64_t>());
-    case json::value_t::number_unsigned: return fmt::format("{}", v.get<uint64_t>());
-    case json::value_t::number_float: return fmt::format("{}", v.get<double>());
-    default: return v.type_name();
-  }
-}
-
-// Parses untrusted JSON: nesting deeper than kMaxJsonDepth is refused while
-// parsing, before any recursive walk of the value could run out of stack.
-json parse_config_json(const std::string& text, const std::string& source) {
-  const json::parser_callback_t limit_depth = [&source](int depth, json::parse_event_t event, json&) {
-    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
-        depth >= kMaxJsonDepth)
-      fail("{}: JSON nested deeper than {} levels", source, kMaxJsonDepth);
-    return true;
-  };
-  try {
-    return json::parse(text, limit_depth);
-  } catch (const json::exception& e) {
-    PrintableOptions o;
-    o.max_bytes = 160;
-    o.escape_quotes = false;
-    fail("{}: not valid JSON: {}", source, printable(e.what(), o));
-  }
-}
 
 // Fields of one config section (the top level, or its text_config) with
 // errors that name the file and the field's full path.
@@ -83,9 +46,9 @@ class ConfigSection {
     const json* v = find(*sec_, key);
     if (v == nullptr) return std::nullopt;
     if (!v->is_number_integer())
-      fail("{}: '{}{}' must be a whole number, not {}", source_, prefix_, key, describe(*v));
+      fail("{}: '{}{}' must be a whole number, not {}", source_, prefix_, key, describe_json(*v));
     if (v->is_number_unsigned() ? v->get<uint64_t>() > static_cast<uint64_t>(kMaxModelDim) : v->get<int64_t>() > kMaxModelDim)
-      fail("{}: '{}{}' = {} is too large", source_, prefix_, key, describe(*v));
+      fail("{}: '{}{}' = {} is too large", source_, prefix_, key, describe_json(*v));
     const int64_t x = v->get<int64_t>();
     if (x <= 0) fail("{}: '{}{}' is {}; it must be positive", source_, prefix_, key, x);
     return x;
@@ -105,14 +68,14 @@ class ConfigSection {
   std::optional<std::string> get_string_either(const char* key) const {
     const json* v = find_either(key);
     if (v == nullptr) return std::nullopt;
-    if (!v->is_string()) fail("{}: '{}' must be a string, not {}", source_, key, describe(*v));
+    if (!v->is_string()) fail("{}: '{}' must be a string, not {}", source_, key, describe_json(*v));
     return v->get<std::string>();
   }
 
   std::optional<bool> get_bool_either(const char* key) const {
     const json* v = find_either(key);
     if (v == nullptr) return std::nullopt;
-    if (!v->is_boolean()) fail("{}: '{}' must be true or false, not {}", source_, key, describe(*v));
+    if (!v->is_boolean()) fail("{}: '{}' must be true or false, not {}", source_, key, describe_json(*v));
     return v->get<bool>();
   }
 
@@ -121,7 +84,7 @@ class ConfigSection {
     for (const json* j : {sec_, &top_})
       for (const char* key : {"torch_dtype", "dtype"})
         if (const json* v = find(*j, key)) {
-          if (!v->is_string()) fail("{}: '{}' must be a string, not {}", source_, key, describe(*v));
+          if (!v->is_string()) fail("{}: '{}' must be a string, not {}", source_, key, describe_json(*v));
           return v->get<std::string>();
         }
     return std::nullopt;
@@ -131,11 +94,11 @@ class ConfigSection {
   std::optional<std::vector<std::string>> get_strings(const char* key) const {
     const json* v = find(*sec_, key);
     if (v == nullptr) return std::nullopt;
-    if (!v->is_array()) fail("{}: '{}{}' must be a list of strings, not {}", source_, prefix_, key, describe(*v));
+    if (!v->is_array()) fail("{}: '{}{}' must be a list of strings, not {}", source_, prefix_, key, describe_json(*v));
     std::vector<std::string> out;
     for (const json& e : *v) {
       if (!e.is_string())
-        fail("{}: '{}{}' must be a list of strings; it holds {}", source_, prefix_, key, describe(e));
+        fail("{}: '{}{}' must be a list of strings; it holds {}", source_, prefix_, key, describe_json(e));
       out.push_back(e.get<std::string>());
     }
     return out;
@@ -208,7 +171,7 @@ uint64_t hf_dtype_bytes(std::string_view name) {
 }
 
 ModelShape shape_from_hf_config_text(const std::string& text, const std::string& source, bool want_weights) {
-  const json top = parse_config_json(text, source);
+  const json top = parse_json_input(text, source);
   const ConfigSection c(top, source);
   ModelShape s;
   s.source = source;

@@ -2,6 +2,7 @@
 
 #include "core/checked_math.h"
 #include "core/error.h"
+#include "io/hf_folder.h"
 #include "io/gguf.h"
 #include "model/model_config.h"
 #include "sizing/hf_config.h"
@@ -28,8 +29,7 @@ ModelShape shape_from_flags(int64_t layers, int64_t heads, int64_t kv_heads, int
 }
 
 ModelShape shape_from_gguf(const std::string& path) {
-  GgufFile f(path);
-  return shape_from_gguf(f);
+  return shape_from_gguf(*open_model_file(path));
 }
 
 ModelShape shape_from_gguf(const GgufFile& f) {

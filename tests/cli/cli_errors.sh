@@ -72,6 +72,13 @@ mkfifo "$tmp/fifo.gguf"
 expect_error "FIFO as a model" "fifo.gguf: not a regular file \\(a FIFO\\)" timeout 10 "$tally" inspect -m "$tmp/fifo.gguf"
 expect_error "FIFO as a model (kv-plan)" "not a regular file \\(a FIFO\\)" timeout 10 "$tally" kv-plan -m "$tmp/fifo.gguf"
 expect_error "directory as config" "is a directory, not a config file" "$tally" kv-plan --config "$tmp"
+# A directory as a model is an HF folder: one without config.json, or with broken weights, says so.
+folder="$(dirname "$0")/../fixtures/random_models/qwen3-hf"
+expect_error "directory as a model" "a directory without config.json" "$tally" run -m "$tmp" -p hi
+mkdir "$tmp/hf" && cp "$folder"/*.json "$tmp/hf/" && printf 'xx' >"$tmp/hf/model.safetensors"
+expect_error "truncated safetensors" "model.safetensors: not a safetensors file: 2 bytes" "$tally" inspect -m "$tmp/hf"
+expect_ok "HF folder runs" "^[^ ]" "$tally" run -m "$folder" -p "It is a truth" -n 4 --seed 1
+expect_ok "HF folder in kv-plan" "qwen3-hf \\(qwen3\\)" "$tally" kv-plan -m "$folder"
 # Numbers: no wrap, no saturation, no octal, hex, inf or nan; byte sizes through one parser.
 expect_error "-n above int64" "--n-predict: 99999999999999999999 is out of range" "$tally" run -p hi -n 99999999999999999999
 expect_error "negative seed" "--seed: -1 is out of range \\(0 to 18446744073709551615\\)" "$tally" run -p hi --seed -1

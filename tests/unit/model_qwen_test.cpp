@@ -1,6 +1,6 @@
 // Qwen2 (q/k/v biases, half-split RoPE) and Qwen3 (q/k norms, half-split
 // RoPE) against HF transformers, on random-weight models that
-// scripts/fixtures/make_qwen_fixtures.py builds with transformers and converts
+// scripts/fixtures/make_random_models.py builds with transformers and converts
 // with llama.cpp's convert_hf_to_gguf.py (f16, q8_0) and llama-quantize
 // (Q4_K_M): one layer, GQA 4:2, hidden 256; qwen2 with an untied output
 // matrix, qwen3 tied. The weights are rounded to f16 before transformers runs,
@@ -20,7 +20,7 @@
 namespace {
 
 std::string file(const std::string& arch, const std::string& format) {
-  return std::string(TALLY_FIXTURES_DIR) + "/model_qwen/" + arch + "-" + format + ".gguf";
+  return std::string(TALLY_FIXTURES_DIR) + "/random_models/" + arch + "-" + format + ".gguf";
 }
 
 std::vector<std::vector<float>> all_logits(const tally::Model& m, const std::vector<int32_t>& ids) {
@@ -81,7 +81,7 @@ TEST_P(ModelQwen, ReadsTheArchitecture) {
 TEST_P(ModelQwen, TokenizesAsHfTokenizers) {
   const Case c = GetParam();
   const auto m = tally::Model::load(file(c.arch, c.format));
-  const auto fx = tally_test::load_fixture(std::string("model_qwen/") + c.arch + "-hf_logits.json");
+  const auto fx = tally_test::load_fixture(std::string("random_models/") + c.arch + "-hf_logits.json");
   const tally::Tokenizer tok = tally::Tokenizer::from_gguf(m->file());
   for (const auto& p : fx["prompts"])
     EXPECT_EQ(tok.encode(p["text"].get<std::string>(), true, true), p["ids"].get<std::vector<int32_t>>())
@@ -95,7 +95,7 @@ TEST_P(ModelQwen, TokenizesAsHfTokenizers) {
 TEST_P(ModelQwen, LogitsMatchTransformers) {
   const Case c = GetParam();
   const auto m = tally::Model::load(file(c.arch, c.format));
-  const auto fx = tally_test::load_fixture(std::string("model_qwen/") + c.arch + "-hf_logits.json");
+  const auto fx = tally_test::load_fixture(std::string("random_models/") + c.arch + "-hf_logits.json");
   const std::string on_file = c.format == std::string("f16") ? "top10" : std::string("top5_") + c.format + "_weights";
   Diffs vs_file, vs_model;
   int64_t decisive = 0;

@@ -11,6 +11,7 @@
 #include "option_checks.h"
 #include "output.h"
 #include "io/gguf.h"
+#include "io/hf_folder.h"
 #include "io/model_locator.h"
 
 namespace tally::cli {
@@ -66,7 +67,7 @@ Totals totals(const GgufFile& f) {
 void print_json(const GgufFile& f) {
   nlohmann::json j;
   j["path"] = f.path();
-  j["version"] = f.version();
+  j["version"] = f.version();  // 0: an HF folder
   j["alignment"] = f.alignment();
   j["data_offset"] = f.data_offset();
   j["file_size"] = f.file_size();
@@ -87,8 +88,12 @@ void print_json(const GgufFile& f) {
 
 void print_text(const GgufFile& f) {
   fmt::print("file:        {}\n", shown(f.path()));
-  fmt::print("version:     {}\nalignment:   {}\ndata offset: {}\nfile size:   {}\n", f.version(), f.alignment(),
-             f.data_offset(), f.file_size());
+  if (f.version() == 0)  // assembled from an HF folder (io/hf_folder.h): shown as the GGUF it reads as
+    fmt::print("format:      HF folder, read as GGUF metadata and tensors\nweights:     {} bytes mapped\n",
+               f.file_size());
+  else
+    fmt::print("version:     {}\nalignment:   {}\ndata offset: {}\nfile size:   {}\n", f.version(), f.alignment(),
+               f.data_offset(), f.file_size());
   fmt::print("\nmetadata ({} keys):\n", f.metadata().size());
   for (const auto& [k, v] : f.metadata()) {
     std::string s = v.to_string(kMaxArrayItems);
@@ -116,10 +121,11 @@ void add_inspect(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("inspect", "Print a GGUF file's header, metadata and tensor table");
-  cmd->add_option("-m,--model", o->model, "GGUF file (default: the installed default model)")->check(nonempty_path());
+  cmd->add_option("-m,--model", o->model, "GGUF file or HF folder (default: the installed default model)")->check(nonempty_path());
   cmd->add_flag("--json", o->json, "Print one JSON object");
   cmd->callback([o] {
-    const GgufFile f(resolve_model_path(o->model));
+    const auto file = open_model_file(resolve_model_path(o->model));
+    const GgufFile& f = *file;
     o->json ? print_json(f) : print_text(f);
   });
 }

@@ -171,7 +171,7 @@ void add_kv_plan(CLI::App& app) {
   auto f = std::make_shared<Flags>();
   auto* cmd = app.add_subcommand(
       "kv-plan", "Size the KV cache of a model shape, its MHA and MQA variants, against the weights and a budget");
-  cmd->add_option("-m,--model", o->model, "GGUF file to read the shape and weight bytes from")->check(nonempty_path());
+  cmd->add_option("-m,--model", o->model, "GGUF file or HF folder to read the shape and weight bytes from")->check(nonempty_path());
   cmd->add_option("--config", o->config, "Hugging Face config.json (its text_config when present)")
       ->check(nonempty_path());
   f->layers = cmd->add_option("--layers", o->layers, "Explicit shape: decoder blocks");

@@ -17,7 +17,7 @@
 namespace tally::cli {
 
 void add_model_options(CLI::App* cmd, ModelOptions& o) {
-  cmd->add_option("-m,--model", o.model, "GGUF model (default: the installed default model)")->check(nonempty_path());
+  cmd->add_option("-m,--model", o.model, "GGUF model or HF folder (default: the installed default model)")->check(nonempty_path());
   cmd->add_option("-c,--ctx", o.ctx, "Context size in tokens (default: min(4096, trained context))")
       ->transform(integer_in(0, kMaxContextTokens));
   cmd->add_option("-t,--threads", o.threads, "Threads (default: all cores)")->transform(integer_in(0, kMaxThreads));

@@ -1,0 +1,29 @@
+#pragma once
+// A Hugging Face model folder read as the GGUF file llama.cpp's converter
+// would write from it, so that the model loader, the tokenizer and the
+// planner read one description: config.json becomes `<arch>.*` metadata,
+// the safetensors weights (model.safetensors, or the shards listed in
+// model.safetensors.index.json) keep their mapping under GGUF tensor names
+// with the dimensions reversed, and tokenizer.json (with tokenizer_config.json
+// and chat_template.jinja when present) becomes `tokenizer.ggml.*`.
+// Architectures: llama (q and k rows are permuted into adjacent RoPE pairs,
+// as the converter does, in a copy), qwen2, qwen3. Tokenizers: byte-level BPE
+// whose pre-tokenizer is one tally knows (gpt-2, smollm, qwen2, llama-bpe).
+// Every error names the file and the field or tensor.
+#include <memory>
+#include <string>
+
+#include "io/gguf.h"
+
+namespace tally {
+
+// Whether `path` names a directory (then read as an HF folder).
+bool is_model_folder(const std::string& path);
+
+// The GGUF view of an HF folder.
+std::unique_ptr<GgufFile> open_hf_folder(const std::string& dir);
+
+// A GGUF file, or the GGUF view of an HF folder when `path` is a directory.
+std::unique_ptr<GgufFile> open_model_file(const std::string& path);
+
+}  // namespace tally

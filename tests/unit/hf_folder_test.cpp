@@ -1,0 +1,211 @@
+// HF folders (-m DIR): the safetensors reader, the folder's translation into
+// the GGUF view, and the models read from the folders that
+// scripts/fixtures/make_random_models.py saved with transformers beside the
+// GGUF files llama.cpp's converter made from the same weights.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "io/hf_folder.h"
+#include "io/safetensors.h"
+#include "model_test_support.h"
+#include "runtime/session.h"
+#include "test_util.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace fs = std::filesystem;
+using tally::test::expect_error;
+
+namespace {
+
+std::string fixture(const std::string& name) { return std::string(TALLY_FIXTURES_DIR) + "/random_models/" + name; }
+
+std::vector<std::vector<float>> all_logits(const tally::Model& m, const std::vector<int32_t>& ids) {
+  tally::SessionOptions o;
+  o.n_ctx = 256;
+  o.all_logits = true;
+  tally::Session s(m, o);
+  const int64_t V = m.config().n_vocab;
+  std::vector<std::vector<float>> out;
+  s.append(ids, [&](int64_t, const float* l, int64_t rows) {
+    for (int64_t r = 0; r < rows; ++r) out.emplace_back(l + r * V, l + (r + 1) * V);
+  });
+  return out;
+}
+
+// A safetensors image: the header length, `header` as given, then `data`.
+std::vector<uint8_t> image(const std::string& header, size_t data_bytes) {
+  std::vector<uint8_t> b(8 + header.size() + data_bytes, 0);
+  const uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(n >> (8 * i));
+  std::memcpy(b.data() + 8, header.data(), header.size());
+  return b;
+}
+
+void parse(const std::string& header, size_t data_bytes) {
+  // The data section is 8-aligned in a heap buffer when the header is padded to 8 bytes.
+  std::string h = header;
+  h.append((8 - h.size() % 8) % 8, ' ');
+  const auto b = image(h, data_bytes);
+  tally::SafetensorsFile f(b.data(), b.size(), "t.safetensors");
+}
+
+// A copy of a fixture folder to break one thing in.
+class FolderCopy {
+ public:
+  explicit FolderCopy(const std::string& from) {
+    char tmpl[] = "/tmp/tally-hf-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    fs::copy(fixture(from), dir_, fs::copy_options::recursive);
+  }
+  ~FolderCopy() { fs::remove_all(dir_); }
+  const std::string& dir() const { return dir_; }
+  nlohmann::json read(const std::string& name) const { return nlohmann::json::parse(std::ifstream(dir_ + "/" + name)); }
+  void write(const std::string& name, const std::string& text) const { std::ofstream(dir_ + "/" + name) << text; }
+
+ private:
+  std::string dir_;
+};
+
+}  // namespace
+
+TEST(Safetensors, ReadsTensorsInDataOrder) {
+  const std::string h =
+      R"({"b":{"dtype":"F16","shape":[2,4],"data_offsets":[16,32]},"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+      R"("__metadata__":{"format":"pt"}})";
+  std::string padded = h;
+  padded.append((8 - padded.size() % 8) % 8, ' ');
+  const auto b = image(padded, 32);
+  const tally::SafetensorsFile f(b.data(), b.size(), "t.safetensors");
+  ASSERT_EQ(f.tensors().size(), 2u);
+  EXPECT_EQ(f.tensors()[0].name, "a");
+  EXPECT_EQ(f.tensors()[0].type, tally::DType::F32);
+  EXPECT_EQ(f.tensors()[1].shape, (std::vector<uint64_t>{2, 4}));
+  EXPECT_EQ(f.tensors()[1].data, b.data() + 8 + padded.size() + 16);
+}
+
+TEST(Safetensors, RefusesBadHeadersNamingTheField) {
+  const auto tiny = image("", 0);
+  expect_error([&] { tally::SafetensorsFile(tiny.data(), 4, "t.safetensors"); }, {"t.safetensors", "shorter than"});
+  auto past = image("{}", 0);
+  past[0] = 200;
+  expect_error([&] { tally::SafetensorsFile(past.data(), past.size(), "t.safetensors"); }, {"past the end"});
+  expect_error([] { parse("[1]", 0); }, {"must be a JSON object"});
+  expect_error([] { parse(std::string(100, '[') + std::string(100, ']'), 0); }, {"nested deeper"});
+  expect_error([] { parse(R"({"w":{"dtype":"I8","shape":[1],"data_offsets":[0,1]}})", 8); },
+               {"tensor 'w'", "\"I8\" is not supported", "F32, F16 and BF16"});
+  expect_error([] { parse(R"({"w":{"dtype":"Q9","shape":[1],"data_offsets":[0,1]}})", 8); },
+               {"is not a safetensors dtype"});
+  expect_error([] { parse(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8); },
+               {"tensor 'w'", "hold 8 bytes", "needs 12"});
+  expect_error([] { parse(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8); },
+               {"do not lie inside the 8-byte data section"});
+  expect_error([] { parse(R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 8); }, {"not a size"});
+  expect_error([] { parse(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,4],"data_offsets":[0,4]}})", 8); },
+               {"more than 2^64"});
+  expect_error([] { parse(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}})", 8); }, {"not aligned"});
+  expect_error([] { parse(R"({"w":{"dtype":"F32","shape":[1]}})", 8); }, {"no 'data_offsets'"});
+  expect_error(
+      [] {
+        parse(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+              8);
+      },
+      {"'a' and 'b' overlap"});
+}
+
+// qwen3: read directly, the folder is the model of its converted GGUF (the
+// same f16 weights; the norms are f32 in the GGUF and f16 here, of equal values).
+TEST(HfFolder, Qwen3IsTheModelOfItsConvertedGguf) {
+  const auto folder = tally::Model::load(fixture("qwen3-hf"));
+  const auto gguf = tally::Model::load(fixture("qwen3-f16.gguf"));
+  EXPECT_EQ(folder->config().arch->name, "qwen3");
+  EXPECT_TRUE(folder->tied_output());
+  const auto fx = tally_test::load_fixture("random_models/qwen3-hf_logits.json");
+  for (const auto& p : fx["prompts"]) {
+    const auto ids = p["ids"].get<std::vector<int32_t>>();
+    EXPECT_EQ(all_logits(*folder, ids), all_logits(*gguf, ids)) << p["name"].get<std::string>();
+  }
+  const std::vector<tally::ChatMessage> hi = {{"user", "Hi"}};
+  EXPECT_EQ(tally::ChatTemplate::from_gguf(folder->file()).render(hi, true),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+}
+
+// llama: the converter permutes q and k rows into adjacent RoPE pairs; the
+// folder reader must do the same (without it the logits differ).
+TEST(HfFolder, LlamaPermutesQAndKAsTheConverterDoes) {
+  const auto folder = tally::Model::load(fixture("llama-hf"));
+  const auto gguf = tally::Model::load(fixture("llama-f16.gguf"));
+  EXPECT_FALSE(folder->tied_output());
+  const auto fx = tally_test::load_fixture("random_models/qwen3-hf_logits.json");  // the same tokenizer
+  for (const auto& p : fx["prompts"]) {
+    const auto ids = p["ids"].get<std::vector<int32_t>>();
+    EXPECT_EQ(all_logits(*folder, ids), all_logits(*gguf, ids)) << p["name"].get<std::string>();
+  }
+}
+
+// tokenizer.json read by tally gives HF tokenizers' ids on the shared
+// conformance texts, and so does the GGUF the converter wrote from it.
+TEST(HfFolder, TokenizerJsonMatchesHfTokenizers) {
+  const auto folder = tally::open_model_file(fixture("qwen3-hf"));
+  const auto gguf = tally::open_model_file(fixture("qwen3-f16.gguf"));
+  const auto fx = tally_test::load_fixture("random_models/tokenizer_hf_ids.json");
+  ASSERT_GT(fx["cases"].size(), 40u);
+  for (const auto* f : {folder.get(), gguf.get()}) {
+    const tally::Tokenizer tok = tally::Tokenizer::from_gguf(*f);
+    for (const auto& c : fx["cases"])
+      EXPECT_EQ(tok.encode(c["text"].get<std::string>(), false, false), c["ids"].get<std::vector<int32_t>>())
+          << f->path() << ": " << c["text"].get<std::string>();
+  }
+}
+
+TEST(HfFolder, RefusesWhatItCannotRead) {
+  expect_error([] { tally::open_hf_folder(TALLY_FIXTURES_DIR); }, {"a directory without config.json"});
+  {
+    FolderCopy f("qwen3-hf");
+    auto cfg = f.read("config.json");
+    cfg["model_type"] = "mistral";
+    f.write("config.json", cfg.dump());
+    expect_error([&] { tally::open_hf_folder(f.dir()); }, {"config.json", "model_type 'mistral'", "llama, qwen2, qwen3"});
+    cfg["model_type"] = "qwen3";
+    cfg["rope_parameters"]["rope_type"] = "yarn";
+    f.write("config.json", cfg.dump());
+    expect_error([&] { tally::open_hf_folder(f.dir()); }, {"rope_type is the string \"yarn\": only the default RoPE"});
+    cfg["rope_parameters"]["rope_type"] = "default";
+    cfg["num_hidden_layers"] = -2;
+    f.write("config.json", cfg.dump());
+    expect_error([&] { tally::open_hf_folder(f.dir()); }, {"'num_hidden_layers' must be a positive whole number"});
+  }
+  {
+    FolderCopy f("qwen3-hf");
+    auto tok = f.read("tokenizer.json");
+    tok["pre_tokenizer"] = {{"type", "Whitespace"}};
+    f.write("tokenizer.json", tok.dump());
+    expect_error([&] { tally::open_hf_folder(f.dir()); }, {"tokenizer.json", "pre_tokenizer [Whitespace]"});
+    fs::remove(f.dir() + "/tokenizer.json");
+    expect_error([&] { tally::open_hf_folder(f.dir()); }, {"tokenizer.json"});
+  }
+  {
+    FolderCopy f("qwen3-hf");
+    fs::rename(f.dir() + "/model.safetensors", f.dir() + "/weights.bin");
+    expect_error([&] { tally::open_hf_folder(f.dir()); }, {"no model.safetensors or model.safetensors.index.json"});
+    f.write("model.safetensors.index.json", R"({"weight_map": {"model.norm.weight": "../escape.safetensors"}})");
+    expect_error([&] { tally::open_hf_folder(f.dir()); }, {"is not a file of this folder"});
+  }
+}
+
+TEST(HfFolder, RefusesATensorItDoesNotKnow) {
+  FolderCopy f("qwen3-hf");
+  const std::string h = R"({"model.layers.0.mlp.experts.0.weight":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  const auto b = image(h + std::string((8 - h.size() % 8) % 8, ' '), 8);
+  std::ofstream(f.dir() + "/model.safetensors", std::ios::binary).write(reinterpret_cast<const char*>(b.data()),
+                                                                         static_cast<std::streamsize>(b.size()));
+  expect_error([&] { tally::open_hf_folder(f.dir()); }, {"model.safetensors", "'model.layers.0.mlp.experts.0.weight'",
+                                                          "not one tally knows"});
+}
