@@ -270,7 +270,8 @@ void KvCache::truncate(SeqId seq, int64_t n) {
   if (n % bs != 0 && alloc_.keyed(s.blocks.back()) && alloc_.owners(s.blocks.back()) == 1) alloc_.unkey(s.blocks.back());
 }
 
-void KvCache::remove_positions(SeqId seq, int64_t from, int64_t n, const std::function<void(float*)>& fix_key) {
+void KvCache::remove_positions(SeqId seq, int64_t from, int64_t n,
+                               const std::function<void(int64_t, float*)>& fix_key) {
   Sequence& s = get(seq);
   if (from < 0 || n < 0 || from + n > s.length)
     fail("cannot remove positions [{}, {}) of sequence {} of {} positions", from, from + n, seq.slot, s.length);
@@ -301,7 +302,7 @@ void KvCache::remove_positions(SeqId seq, int64_t from, int64_t n, const std::fu
     for (int64_t l = 0; l < storage_.shape().n_layer; ++l) {
       load(l, seq, p, k.data(), v.data());
       load_raw(l, seq, p, kr.data(), vr.data());
-      fix_key(k.data());
+      fix_key(l, k.data());
       store(l, seq, p - n, k.data(), v.data());
       store_raw_v(l, seq, p - n, vr.data());
     }

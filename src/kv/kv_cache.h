@@ -110,10 +110,12 @@ class KvCache {
   void truncate(SeqId seq, int64_t n);
   // Drops positions [from, from + n) and moves the later ones n positions
   // down (a window sliding past the context). Each moved key goes through
-  // fix_key (as f32, n_kv_head * head_dim) before it is stored back: the
-  // caller re-rotates it to its new position. Shared or keyed blocks are
-  // copied or unkeyed first, so no other sequence sees the move.
-  void remove_positions(SeqId seq, int64_t from, int64_t n, const std::function<void(float* k)>& fix_key);
+  // fix_key (its layer, and the key as f32, n_kv_head * head_dim) before it
+  // is stored back: the caller re-rotates it to its new position, with the
+  // layer's RoPE base. Shared or keyed blocks are copied or unkeyed first, so
+  // no other sequence sees the move.
+  void remove_positions(SeqId seq, int64_t from, int64_t n,
+                        const std::function<void(int64_t layer, float* k)>& fix_key);
 
   // Stores one position's K and V (n_kv_head * head_dim floats each),
   // rounded or quantized to the cache's type (kernels/kv_quant.h).

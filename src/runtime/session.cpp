@@ -72,9 +72,6 @@ void Session::truncate(int64_t n) {
 
 void Session::check_window(int64_t sinks) const {
   const int64_t bs = cache_.block_size();
-  if (model_.config().window > 0)
-    fail("--stream re-rotates kept keys with one RoPE base; {}'s sliding-window layers use another: not supported yet",
-         model_.config().arch->name);
   if (sinks < 0) fail("--sinks must be >= 0, got {}", sinks);
   if (sinks + bs + 1 > n_ctx())
     fail("--window {} is too small for --sinks {}: a slide drops a block of {} positions, so the window needs at "
@@ -92,10 +89,15 @@ int64_t Session::slide(int64_t need, int64_t sinks) {
   const int64_t over = length() + need - n_ctx();
   const int64_t n = (over + bs - 1) / bs * bs;  // whole blocks' worth, so slides are rare
   const auto& c = model_.config();
-  std::vector<float> cs(static_cast<size_t>(c.rope_dims / 2)), sn(static_cast<size_t>(c.rope_dims / 2));
+  // A rotation by -n for each RoPE base (sliding-window layers have their own).
+  const size_t half = static_cast<size_t>(c.rope_dims / 2);
+  std::vector<float> cs(half), sn(half), cs_swa(half), sn_swa(half);
   rope_angles(-n, c.rope_dims, c.rope_base, cs.data(), sn.data());
-  cache_.remove_positions(seq_, sinks, n, [&](float* k) {
-    rope_apply(k, c.n_kv_head, c.head_dim, c.rope_dims, cs.data(), sn.data(), c.arch->rope_pairing);
+  rope_angles(-n, c.rope_dims, c.rope_base_swa, cs_swa.data(), sn_swa.data());
+  cache_.remove_positions(seq_, sinks, n, [&](int64_t layer, float* k) {
+    const bool swa = c.window_layer(layer);
+    rope_apply(k, c.n_kv_head, c.head_dim, c.rope_dims, swa ? cs_swa.data() : cs.data(), swa ? sn_swa.data() : sn.data(),
+               c.arch->rope_pairing);
   });
   tokens_.erase(tokens_.begin() + sinks, tokens_.begin() + sinks + n);
   return n;

@@ -7,12 +7,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "kernels/ops.h"
 #include "llama_cpp_reference.h"
 #include "model_test_support.h"
 #include "runtime/session.h"
@@ -112,4 +114,59 @@ TEST(ModelGemma3, PastTheWindowMatchesLlamaCpp) {
 TEST(ModelGemma3, GreedyMatchesLlamaCpp) {
   TALLY_NEED_GEMMA();
   tally_test::expect_greedy_matches_llama_cpp(*gemma(), tally_test::load_fixture("model_gemma3/llama_cpp_greedy.json"));
+}
+
+// --stream on gemma3: a slide re-rotates each kept key with its layer's RoPE
+// base (1e4 on the sliding layers, 1e6 on the global ones). Layer 0 (sliding)
+// computes K from the token and its position alone, so a moved key must equal
+// the key computed afresh at its new position; a global layer's moved key is
+// its old one turned back by the slide with the global base, which the
+// sliding base would miss by far.
+TEST(ModelGemma3, AStreamReRotatesEachLayerWithItsOwnBase) {
+  TALLY_NEED_GEMMA();
+  const auto& c = gemma()->config();
+  ASSERT_TRUE(c.window_layer(0));
+  ASSERT_FALSE(c.window_layer(5));
+  const tally::Tokenizer tok = tally::Tokenizer::from_gguf(gemma()->file());
+  auto ids = tok.encode("It is a truth universally acknowledged, that a single man in possession of a good fortune, "
+                        "must be in want of a wife. However little known the feelings or views of such a man may be "
+                        "on his first entering a neighbourhood, this truth is so well fixed in the minds of the "
+                        "surrounding families, that he is considered the rightful property of some one or other.",
+                        true, false);
+  ids.resize(64);
+  tally::SessionOptions o;
+  o.n_ctx = 64;
+  o.cache_type = tally::DType::F32;
+  o.block_size = 16;
+  o.n_threads = 2;
+  tally::Session s(*gemma(), o);
+  s.append(ids);
+  constexpr int64_t kOld = 50;
+  std::vector<float> k5(c.kv_dim()), v(c.kv_dim());
+  s.read_kv(5, kOld, k5.data(), v.data());
+  const int64_t n = s.slide(4, 4);
+  ASSERT_EQ(n, 16);
+  const int64_t now = kOld - n;
+
+  std::vector<float> k0(c.kv_dim()), fresh0(c.kv_dim());
+  s.read_kv(0, now, k0.data(), v.data());
+  std::vector<int32_t> shifted(ids.begin(), ids.begin() + now);
+  shifted.push_back(ids[kOld]);
+  tally::Session f(*gemma(), o);
+  f.append(shifted);
+  f.read_kv(0, now, fresh0.data(), v.data());
+  for (int64_t i = 0; i < c.kv_dim(); ++i) EXPECT_NEAR(k0[i], fresh0[i], 1e-4 * (1 + std::abs(fresh0[i]))) << i;
+
+  std::vector<float> moved5(c.kv_dim());
+  s.read_kv(5, now, moved5.data(), v.data());
+  auto turned_back = [&](float base) {
+    std::vector<float> k = k5, cs(c.rope_dims / 2), sn(c.rope_dims / 2);
+    tally::rope_angles(-n, c.rope_dims, base, cs.data(), sn.data());
+    tally::rope_apply(k.data(), c.n_kv_head, c.head_dim, c.rope_dims, cs.data(), sn.data(), c.arch->rope_pairing);
+    double worst = 0;
+    for (int64_t i = 0; i < c.kv_dim(); ++i) worst = std::max(worst, double(std::abs(k[i] - moved5[i])));
+    return worst;
+  };
+  EXPECT_LT(turned_back(c.rope_base), 1e-4);
+  EXPECT_GT(turned_back(c.rope_base_swa), 0.1);
 }

@@ -31,7 +31,7 @@ TEST(SlidingWindow, RemovedPositionsShiftTheRestDownUnchanged) {
     c.store(0, s, p, k, v);
   }
   const auto other = c.fork(s);  // shares every block: the move must not reach it
-  c.remove_positions(s, 2, 8, [](float*) {});
+  c.remove_positions(s, 2, 8, [](int64_t, float*) {});
   EXPECT_EQ(c.length(s), 12);
   float k[4], v[4];
   for (int p = 0; p < 12; ++p) {
@@ -43,7 +43,7 @@ TEST(SlidingWindow, RemovedPositionsShiftTheRestDownUnchanged) {
     c.load(0, other, p, k, v);
     EXPECT_EQ(k[0], p) << "the fork saw the move at " << p;
   }
-  expect_error([&] { c.remove_positions(s, 10, 5, [](float*) {}); }, {"cannot remove positions [10, 15)"});
+  expect_error([&] { c.remove_positions(s, 10, 5, [](int64_t, float*) {}); }, {"cannot remove positions [10, 15)"});
 }
 
 TEST(SlidingWindow, AMovedKeyEqualsTheKeyComputedAtItsNewPosition) {
