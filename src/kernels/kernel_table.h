@@ -39,6 +39,7 @@ struct KernelTable {
   GemmFn gemm[kDTypeSlots] = {};  // null: the engine has no product for that weight type
   void (*quantize_q8)(const float* x, BlockQ8* out, int64_t n) = nullptr;
   void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n) = nullptr;
+  void (*gelu_tanh_mul)(const float* gate, const float* up, float* out, int64_t n) = nullptr;
   void (*to_f16)(const float* x, uint16_t* out, int64_t n) = nullptr;
   AttendChunkFn attend_chunk = nullptr;
   AttendGroupFn attend_group = nullptr;

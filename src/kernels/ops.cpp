@@ -19,11 +19,12 @@ void silu_mul_scalar(const float* gate, const float* up, float* out, int64_t n) 
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
-void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
-  constexpr float kC = 0.7978845608028654f;  // sqrt(2 / pi)
+void gelu_tanh_mul_scalar(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float x = gate[i];
-    out[i] = 0.5f * x * (1.0f + std::tanh(kC * (x + 0.044715f * x * x * x))) * up[i];
+    const float x3 = x * x * x;
+    const float t = kGeluTwoC * (x + kGeluCubic * x3);
+    out[i] = x / (1.0f + std::exp(-t)) * up[i];
   }
 }
 
@@ -33,11 +34,16 @@ void to_f16_scalar(const float* x, uint16_t* out, int64_t n) {
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) { kernels().silu_mul(gate, up, out, n); }
 
+void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
+  kernels().gelu_tanh_mul(gate, up, out, n);
+}
+
 void to_f16(const float* x, uint16_t* out, int64_t n) { kernels().to_f16(x, out, n); }
 
 void install_scalar_ops(KernelTable& t) {
   t.quantize_q8 = quantize_row_q8_scalar;
   t.silu_mul = silu_mul_scalar;
+  t.gelu_tanh_mul = gelu_tanh_mul_scalar;
   t.to_f16 = to_f16_scalar;
 }
 

@@ -14,7 +14,12 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 void silu_mul_scalar(const float* gate, const float* up, float* out, int64_t n);
 // out[i] = gelu(gate[i]) * up[i], GELU's tanh form (Gemma's gelu_pytorch_tanh):
 // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))). Plain code the compiler vectorizes.
+// Computed as x * sigmoid(2y), y = sqrt(2/pi) (x + 0.044715 x^3): the same
+// number as 0.5 x (1 + tanh y), with one exp that the SIMD kernels mirror.
 void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n);
+void gelu_tanh_mul_scalar(const float* gate, const float* up, float* out, int64_t n);
+inline constexpr float kGeluTwoC = 1.5957691216057308f;  // 2 sqrt(2 / pi)
+inline constexpr float kGeluCubic = 0.044715f;
 // out[i] = x[i] rounded to binary16 (nearest even), as f32_to_f16 does.
 void to_f16(const float* x, uint16_t* out, int64_t n);
 void to_f16_scalar(const float* x, uint16_t* out, int64_t n);

@@ -59,6 +59,20 @@ void silu_mul_avx2(const float* gate, const float* up, float* out, int64_t n) {
   silu_mul_scalar(gate + i, up + i, out + i, n - i);
 }
 
+// gelu_tanh_mul_scalar's arithmetic, 8 at a time.
+void gelu_tanh_mul_avx2(const float* gate, const float* up, float* out, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f), two_c = _mm256_set1_ps(kGeluTwoC), cubic = _mm256_set1_ps(kGeluCubic);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(gate + i);
+    const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+    const __m256 t = _mm256_mul_ps(two_c, _mm256_add_ps(x, _mm256_mul_ps(cubic, x3)));
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), t));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, e)), _mm256_loadu_ps(up + i)));
+  }
+  gelu_tanh_mul_scalar(gate + i, up + i, out + i, n - i);
+}
+
 void to_f16_avx2(const float* x, uint16_t* out, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -71,6 +85,7 @@ void to_f16_avx2(const float* x, uint16_t* out, int64_t n) {
 void install_ops_avx2(KernelTable& t) {
   t.quantize_q8 = quantize_row_q8_avx2;
   t.silu_mul = silu_mul_avx2;
+  t.gelu_tanh_mul = gelu_tanh_mul_avx2;
   t.to_f16 = to_f16_avx2;
 }
 #else

@@ -80,6 +80,27 @@ TEST(SiluMulAndAdd, MatchDouble) {
   for (int i = 0; i < 300; ++i) EXPECT_EQ(a[i], g[i] + up[i]);
 }
 
+// GELU's tanh form (Gemma), against 0.5 x (1 + tanh(...)) in double: the
+// scalar twin and the kernel of the CPU's level.
+TEST(GeluTanhMul, MatchesTheTanhFormInDouble) {
+  std::mt19937 rng(5);
+  std::vector<float> g = random_vector(301, rng, -12, 12), up = random_vector(301, rng, -3, 3);
+  for (float edge : {0.0f, -0.0f, 5.0f, -5.0f, 30.0f, -30.0f, 1e-30f, -1e30f, 1e30f}) g.push_back(edge), up.push_back(1.5f);
+  const int64_t n = static_cast<int64_t>(g.size());
+  std::vector<float> out(n);
+  for (auto fn : {gelu_tanh_mul_scalar, gelu_tanh_mul}) {
+    fn(g.data(), up.data(), out.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double x = g[i];
+      const double want = 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))) * up[i];
+      // Relative to the input's size: near gelu's zero at large negative x the
+      // float cube and exp lose what double keeps, a few ulp of x.
+      EXPECT_LE(std::fabs(out[i] - want), 16 * kU * (std::fabs(want) + 1e-3 * std::fabs(x * up[i])) + 1e-30)
+          << "g=" << g[i];
+    }
+  }
+}
+
 TEST(ToF16, SimdRoundsAsTheScalarReference) {
   std::mt19937 rng(4);
   std::vector<float> x = random_vector(1000, rng, -70000, 70000);
