@@ -25,39 +25,18 @@ constexpr uint64_t kMaxJsonBytes = uint64_t{256} << 20;  // tokenizer.json of a 
 
 // ---- metadata values -------------------------------------------------------
 
-GgufValue u64_value(uint64_t v) {
+GgufValue typed(GgufType t) {
   GgufValue x;
-  x.type = GgufType::U64;
-  x.u = v;
+  x.type = t;
   return x;
 }
-GgufValue i32_value(int32_t v) {
-  GgufValue x;
-  x.type = GgufType::I32;
-  x.i = v;
-  return x;
-}
-GgufValue f64_value(double v) {
-  GgufValue x;
-  x.type = GgufType::F64;
-  x.f = v;
-  return x;
-}
-GgufValue bool_value(bool v) {
-  GgufValue x;
-  x.type = GgufType::BOOL;
-  x.u = v ? 1 : 0;
-  return x;
-}
-GgufValue string_value(std::string v) {
-  GgufValue x;
-  x.type = GgufType::STRING;
-  x.s = std::move(v);
-  return x;
-}
+GgufValue u64_value(uint64_t v) { auto x = typed(GgufType::U64); x.u = v; return x; }
+GgufValue i32_value(int32_t v) { auto x = typed(GgufType::I32); x.i = v; return x; }
+GgufValue f64_value(double v) { auto x = typed(GgufType::F64); x.f = v; return x; }
+GgufValue bool_value(bool v) { auto x = typed(GgufType::BOOL); x.u = v ? 1 : 0; return x; }
+GgufValue string_value(std::string v) { auto x = typed(GgufType::STRING); x.s = std::move(v); return x; }
 GgufValue array_value(GgufType elem, std::vector<GgufValue> items) {
-  GgufValue x;
-  x.type = GgufType::ARRAY;
+  auto x = typed(GgufType::ARRAY);
   x.elem_type = elem;
   x.arr = std::move(items);
   return x;

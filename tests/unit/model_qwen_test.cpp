@@ -24,16 +24,7 @@ std::string file(const std::string& arch, const std::string& format) {
 }
 
 std::vector<std::vector<float>> all_logits(const tally::Model& m, const std::vector<int32_t>& ids) {
-  tally::SessionOptions o;
-  o.n_ctx = 256;
-  o.all_logits = true;
-  tally::Session s(m, o);
-  const int64_t V = m.config().n_vocab;
-  std::vector<std::vector<float>> out;
-  s.append(ids, [&](int64_t, const float* l, int64_t rows) {
-    for (int64_t r = 0; r < rows; ++r) out.emplace_back(l + r * V, l + (r + 1) * V);
-  });
-  return out;
+  return tally_test::all_logits(m, ids, 256);
 }
 
 struct Case {

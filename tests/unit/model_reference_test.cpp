@@ -18,16 +18,7 @@ using tally_test::shared_model;
 namespace {
 
 std::vector<std::vector<float>> all_logits(const std::vector<int32_t>& ids) {
-  SessionOptions o;
-  o.n_ctx = 512;
-  o.all_logits = true;
-  Session s(*shared_model(), o);
-  const int64_t V = shared_model()->config().n_vocab;
-  std::vector<std::vector<float>> out;
-  s.append(ids, [&](int64_t, const float* l, int64_t rows) {
-    for (int64_t r = 0; r < rows; ++r) out.emplace_back(l + r * V, l + (r + 1) * V);
-  });
-  return out;
+  return tally_test::all_logits(*shared_model(), ids, 512);
 }
 
 }  // namespace

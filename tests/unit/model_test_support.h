@@ -8,8 +8,10 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "model/model.h"
+#include "runtime/session.h"
 #include "test_model_path.h"
 #include "tokenizer/tokenizer.h"
 
@@ -26,6 +28,21 @@ inline const tally::Model* shared_model() {
 inline const tally::Tokenizer& shared_tokenizer() {
   static tally::Tokenizer tok = tally::Tokenizer::from_gguf(shared_model()->file());
   return tok;
+}
+
+// The logits of every position of `ids` (n_vocab each), from one session.
+inline std::vector<std::vector<float>> all_logits(const tally::Model& m, const std::vector<int32_t>& ids,
+                                                  int64_t n_ctx) {
+  tally::SessionOptions o;
+  o.n_ctx = n_ctx;
+  o.all_logits = true;
+  tally::Session s(m, o);
+  const int64_t V = m.config().n_vocab;
+  std::vector<std::vector<float>> out;
+  s.append(ids, [&](int64_t, const float* l, int64_t rows) {
+    for (int64_t r = 0; r < rows; ++r) out.emplace_back(l + r * V, l + (r + 1) * V);
+  });
+  return out;
 }
 
 inline nlohmann::json load_fixture(const std::string& rel) {
