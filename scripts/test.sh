@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds and runs every test: (1) the unit tests under ASan+UBSan, (2) the five
-# libFuzzer targets for TALLY_FUZZ_SECONDS each (default 30: two and a half
+# Builds and runs every test: (1) the unit tests under ASan+UBSan, (2) the six
+# libFuzzer targets for TALLY_FUZZ_SECONDS each (default 30: three
 # minutes in all), (3) the full CTest suite of the warnings-as-errors release build, which
 # needs the default model, Gemma 3 270M (fetched here) and, for the server tests, the
 # venv that scripts/setup_test_env.sh makes.
