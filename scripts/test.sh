@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds and runs every test: (1) the unit tests under ASan+UBSan, (2) the six
-# libFuzzer targets for TALLY_FUZZ_SECONDS each (default 30: three
-# minutes in all), (3) the full CTest suite of the warnings-as-errors release build, which
+# Builds and runs every test: (1) the unit tests under ASan+UBSan, (2) the seven
+# libFuzzer targets for TALLY_FUZZ_SECONDS each (default 30: three and a
+# half minutes in all), (3) the full CTest suite of the warnings-as-errors release build, which
 # needs the default model, Gemma 3 270M (fetched here) and, for the server tests, the
 # venv that scripts/setup_test_env.sh makes.
 # Run scripts/setup.sh first (the README's test command does).

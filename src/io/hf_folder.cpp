@@ -42,11 +42,11 @@ GgufValue array_value(GgufType elem, std::vector<GgufValue> items) {
   return x;
 }
 
-// A JSON file of the folder; `required` false gives null when it is absent.
-json read_json(const fs::path& p, bool required) {
+// A file of the folder as text; nullopt when `required` is false and it is absent.
+std::optional<std::string> read_part(const fs::path& p, bool required) {
   std::error_code ec;
-  if (!required && !fs::exists(p, ec)) return nullptr;
-  return parse_json_input(read_text_file(p.string(), "JSON file", kMaxJsonBytes), p.string());
+  if (!required && !fs::exists(p, ec)) return std::nullopt;
+  return read_text_file(p.string(), "folder file", kMaxJsonBytes);
 }
 
 // Fields of a JSON object, with errors naming the file and the field.
@@ -174,8 +174,8 @@ std::string gguf_name(const std::string& hf, const std::string& source) {
 std::unique_ptr<uint8_t[]> permute_rope_rows(const SafetensorsTensor& t, uint64_t n_head, const std::string& source) {
   const uint64_t rows = t.shape.size() == 2 ? t.shape[0] : 0;
   if (rows == 0 || rows % n_head != 0 || (rows / n_head) % 2 != 0)
-    fail("{}: tensor '{}' has {} rows, not a whole number of heads of even size ({} heads)", source, t.name, rows,
-         n_head);
+    fail("{}: tensor '{}' has {} rows, not a whole number of heads of even size ({} heads)", source,
+         excerpt(t.name, 80), rows, n_head);
   const uint64_t row_bytes = t.n_bytes / rows, hd = rows / n_head;
   auto out = std::make_unique<uint8_t[]>(t.n_bytes);
   for (uint64_t h = 0; h < n_head; ++h)
@@ -192,14 +192,15 @@ struct Weights {
   std::vector<std::unique_ptr<uint8_t[]>> owned;
 };
 
-Weights read_weights(const fs::path& dir, const std::string& arch, uint64_t n_head, uint64_t n_kv_head) {
+// The safetensors files of a folder: model.safetensors, or the files its index names.
+std::vector<fs::path> weight_files(const fs::path& dir) {
   std::vector<fs::path> files;
   std::error_code ec;
   const fs::path index = dir / "model.safetensors.index.json";
   if (fs::exists(dir / "model.safetensors", ec)) {
     files.push_back(dir / "model.safetensors");
   } else if (fs::exists(index, ec)) {
-    const json j = read_json(index, true);
+    const json j = parse_json_input(*read_part(index, true), index.string());
     const Fields f(j, index.string());
     const json* map = f.find("weight_map");
     if (!map || !map->is_object()) fail("{}: 'weight_map' must be an object of tensor -> file", index.string());
@@ -216,12 +217,16 @@ Weights read_weights(const fs::path& dir, const std::string& arch, uint64_t n_he
   } else {
     fail("{}: no model.safetensors or model.safetensors.index.json", dir.string());
   }
+  return files;
+}
+
+Weights translate_weights(std::vector<SafetensorsFile>& files, const std::string& arch, uint64_t n_head,
+                          uint64_t n_kv_head) {
   Weights w;
-  for (const fs::path& p : files) {
-    SafetensorsFile st(p.string());
+  for (SafetensorsFile& st : files) {
     for (const SafetensorsTensor& t : st.tensors()) {
       GgufTensorInfo ti;
-      ti.name = gguf_name(t.name, p.string());
+      ti.name = gguf_name(t.name, st.path());
       if (ti.name.empty()) continue;
       ti.dims.assign(t.shape.rbegin(), t.shape.rend());
       if (ti.dims.empty()) ti.dims.push_back(1);
@@ -231,7 +236,7 @@ Weights read_weights(const fs::path& dir, const std::string& arch, uint64_t n_he
       ti.data = t.data;
       const bool q = ti.name.ends_with("attn_q.weight"), k = ti.name.ends_with("attn_k.weight");
       if (arch == "llama" && (q || k)) {
-        w.owned.push_back(permute_rope_rows(t, q ? n_head : n_kv_head, p.string()));
+        w.owned.push_back(permute_rope_rows(t, q ? n_head : n_kv_head, st.path()));
         ti.data = w.owned.back().get();
       }
       w.tensors.push_back(std::move(ti));
@@ -242,6 +247,20 @@ Weights read_weights(const fs::path& dir, const std::string& arch, uint64_t n_he
 }
 
 // ---- tokenizer.json -> tokenizer.ggml.* -----------------------------------
+
+// A string field compared against known values: "" when absent or not a string.
+std::string string_field(const json& o, const char* key) {
+  const auto it = o.find(key);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// A boolean field: `fallback` when absent or null, an error naming it when not a boolean.
+bool flag_field(const json& o, const char* key, bool fallback, const std::string& source) {
+  const auto it = o.find(key);
+  if (it == o.end() || it->is_null()) return fallback;
+  if (!it->is_boolean()) fail("{}: '{}' must be true or false, not {}", source, key, describe_json(*it));
+  return it->get<bool>();
+}
 
 // The pre-tokenizer as steps, e.g. "Split(regex)" "ByteLevel(regex)".
 void pre_steps(const json& p, const std::string& source, std::vector<std::string>& out) {
@@ -257,9 +276,9 @@ void pre_steps(const json& p, const std::string& source, std::vector<std::string
              p["pattern"].contains("Regex") && p["pattern"]["Regex"].is_string()) {
     out.push_back("Split(" + p["pattern"]["Regex"].get<std::string>() + ")");
   } else if (type == "ByteLevel") {
-    out.push_back(p.value("use_regex", true) ? "ByteLevel(regex)" : "ByteLevel");
+    out.push_back(flag_field(p, "use_regex", true, source) ? "ByteLevel(regex)" : "ByteLevel");
   } else if (type == "Digits") {
-    out.push_back(p.value("individual_digits", false) ? "Digits(individual)" : "Digits");
+    out.push_back(flag_field(p, "individual_digits", false, source) ? "Digits(individual)" : "Digits");
   } else {
     out.push_back(type);
   }
@@ -298,20 +317,19 @@ std::optional<std::string> config_token(const Fields& tc, const char* key) {
   fail("{}: '{}' must be a token (a string or {{\"content\": ...}}), not {}", tc.source(), key, describe_json(*v));
 }
 
-void add_tokenizer(const fs::path& dir, uint64_t n_vocab, const Fields& cfg,
+void add_tokenizer(const HfFolderParts& parts, uint64_t n_vocab, const Fields& cfg,
                    std::vector<std::pair<std::string, GgufValue>>& kv) {
-  const fs::path tpath = dir / "tokenizer.json";
-  const std::string source = tpath.string();
-  const json tj = read_json(tpath, true);
+  const std::string source = (fs::path(parts.dir) / "tokenizer.json").string();
+  const json tj = parse_json_input(parts.tokenizer, source);
   const Fields t(tj, source);
   const json* model = t.find("model");
   if (!model || !model->is_object()) fail("{}: no 'model' object", source);
   const Fields m(*model, source + " 'model'");
   if (m.string("type") != "BPE") fail("{}: model type '{}' is not supported (byte-level BPE only)", source, excerpt(m.string("type"), 40));
   const json* decoder = t.find("decoder");
-  if (!decoder || !decoder->is_object() || decoder->value("type", "") != "ByteLevel")
+  if (!decoder || !decoder->is_object() || string_field(*decoder, "type") != "ByteLevel")
     fail("{}: the decoder is not ByteLevel; only byte-level BPE tokenizers are supported", source);
-  if (const json* norm = t.find("normalizer"); norm && !(norm->is_object() && norm->value("type", "") == "NFC"))
+  if (const json* norm = t.find("normalizer"); norm && !(norm->is_object() && string_field(*norm, "type") == "NFC"))
     fail("{}: normalizer {} is not supported", source, describe_json(*norm));  // NFC: text is taken as given, as llama.cpp does
 
   // Ids: the BPE vocabulary, then the added tokens (which may repeat vocabulary entries).
@@ -333,7 +351,7 @@ void add_tokenizer(const fs::path& dir, uint64_t n_vocab, const Fields& cfg,
         fail("{}: added_tokens entry {} needs an 'id' and a 'content'", source, describe_json(a));
       const uint64_t id = a["id"].get<uint64_t>();
       if (id >= n_vocab) fail("{}: added token id {} is not below the model's vocab_size {}", source, id, n_vocab);
-      by_id[id] = {a["content"].get<std::string>(), a.value("special", false) ? 3 : 4};  // CONTROL, USER_DEFINED
+      by_id[id] = {a["content"].get<std::string>(), flag_field(a, "special", false, source) ? 3 : 4};  // CONTROL, USER_DEFINED
     }
   }
   std::vector<GgufValue> tokens, types;
@@ -365,9 +383,9 @@ void add_tokenizer(const fs::path& dir, uint64_t n_vocab, const Fields& cfg,
   kv.emplace_back("tokenizer.ggml.merges", array_value(GgufType::STRING, std::move(merges)));
 
   // Special tokens and the chat template: tokenizer_config.json, else config.json's ids.
-  const json tcj = read_json(dir / "tokenizer_config.json", false);
-  const json empty = json::object();
-  const Fields tc(tcj.is_null() ? empty : tcj, (dir / "tokenizer_config.json").string());
+  const std::string tc_source = (fs::path(parts.dir) / "tokenizer_config.json").string();
+  const json tcj = parts.tokenizer_config ? parse_json_input(*parts.tokenizer_config, tc_source) : json::object();
+  const Fields tc(tcj, tc_source);
   auto special = [&](const char* token_key, const char* id_key, const char* gguf_key) {
     if (const auto text = config_token(tc, token_key)) {
       const auto it = ids.find(*text);
@@ -391,11 +409,11 @@ void add_tokenizer(const fs::path& dir, uint64_t n_vocab, const Fields& cfg,
       chat = ct->get<std::string>();
     } else if (ct->is_array()) {  // named templates: the default one
       for (const json& e : *ct)
-        if (e.is_object() && e.value("name", "") == "default" && e.contains("template") && e["template"].is_string())
+        if (e.is_object() && string_field(e, "name") == "default" && e.contains("template") && e["template"].is_string())
           chat = e["template"].get<std::string>();
     }
-  } else if (std::error_code ec; fs::exists(dir / "chat_template.jinja", ec)) {
-    chat = read_text_file((dir / "chat_template.jinja").string(), "chat template", kMaxJsonBytes);
+  } else if (parts.chat_template) {
+    chat = *parts.chat_template;
   }
   if (!chat.empty()) kv.emplace_back("tokenizer.chat_template", string_value(std::move(chat)));
 }
@@ -407,27 +425,39 @@ bool is_model_folder(const std::string& path) {
   return fs::is_directory(path, ec);
 }
 
-std::unique_ptr<GgufFile> open_hf_folder(const std::string& dir_name) {
-  const fs::path dir(dir_name);
-  const fs::path cpath = dir / "config.json";
-  std::error_code ec;
-  if (!fs::exists(cpath, ec))
-    fail("{}: a directory without config.json (a model is a GGUF file or an HF folder)", dir_name);
-  const json cj = read_json(cpath, true);
-  const Fields cfg(cj, cpath.string());
+std::unique_ptr<GgufFile> assemble_hf_model(HfFolderParts parts) {
+  const std::string cpath = (fs::path(parts.dir) / "config.json").string();
+  const json cj = parse_json_input(parts.config, cpath);
+  const Fields cfg(cj, cpath);
   const std::string type = cfg.string("model_type");
   if (type != "llama" && type != "qwen2" && type != "qwen3")
-    fail("{}: model_type '{}' is not read from HF folders (llama, qwen2, qwen3 are; convert others to GGUF)",
-         cpath.string(), excerpt(type, 40));
+    fail("{}: model_type '{}' is not read from HF folders (llama, qwen2, qwen3 are; convert others to GGUF)", cpath,
+         excerpt(type, 40));
   std::vector<std::pair<std::string, GgufValue>> kv;
   kv.emplace_back("general.architecture", string_value(type));
-  kv.emplace_back("general.name", string_value(fs::absolute(dir, ec).lexically_normal().filename().string()));
+  std::error_code ec;
+  kv.emplace_back("general.name", string_value(fs::absolute(parts.dir, ec).lexically_normal().filename().string()));
   add_hparams(cfg, type, kv);
   const uint64_t heads = cfg.size("num_attention_heads");
-  Weights w = read_weights(dir, type, heads, cfg.size("num_key_value_heads", heads));
-  add_tokenizer(dir, cfg.size("vocab_size"), cfg, kv);
-  return std::make_unique<GgufFile>(dir_name, std::move(kv), std::move(w.tensors), std::move(w.maps),
+  Weights w = translate_weights(parts.weights, type, heads, cfg.size("num_key_value_heads", heads));
+  add_tokenizer(parts, cfg.size("vocab_size"), cfg, kv);
+  return std::make_unique<GgufFile>(parts.dir, std::move(kv), std::move(w.tensors), std::move(w.maps),
                                     std::move(w.owned));
+}
+
+std::unique_ptr<GgufFile> open_hf_folder(const std::string& dir_name) {
+  const fs::path dir(dir_name);
+  std::error_code ec;
+  if (!fs::exists(dir / "config.json", ec))
+    fail("{}: a directory without config.json (a model is a GGUF file or an HF folder)", dir_name);
+  HfFolderParts parts;
+  parts.dir = dir_name;
+  parts.config = *read_part(dir / "config.json", true);
+  for (const fs::path& f : weight_files(dir)) parts.weights.emplace_back(f.string());
+  parts.tokenizer = *read_part(dir / "tokenizer.json", true);
+  parts.tokenizer_config = read_part(dir / "tokenizer_config.json", false);
+  parts.chat_template = read_part(dir / "chat_template.jinja", false);
+  return assemble_hf_model(std::move(parts));
 }
 
 std::unique_ptr<GgufFile> open_model_file(const std::string& path) {

@@ -11,9 +11,12 @@
 // whose pre-tokenizer is one tally knows (gpt-2, smollm, qwen2, llama-bpe).
 // Every error names the file and the field or tensor.
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "io/gguf.h"
+#include "io/safetensors.h"
 
 namespace tally {
 
@@ -22,6 +25,17 @@ bool is_model_folder(const std::string& path);
 
 // The GGUF view of an HF folder.
 std::unique_ptr<GgufFile> open_hf_folder(const std::string& dir);
+
+// The files of a folder as open_hf_folder reads them (fuzzing builds them in memory).
+struct HfFolderParts {
+  std::string dir;                              // names the folder (errors, general.name)
+  std::string config;                           // config.json
+  std::vector<SafetensorsFile> weights;         // the safetensors files, in order
+  std::string tokenizer;                        // tokenizer.json
+  std::optional<std::string> tokenizer_config;  // tokenizer_config.json, when present
+  std::optional<std::string> chat_template;     // chat_template.jinja, when present
+};
+std::unique_ptr<GgufFile> assemble_hf_model(HfFolderParts parts);
 
 // A GGUF file, or the GGUF view of an HF folder when `path` is a directory.
 std::unique_ptr<GgufFile> open_model_file(const std::string& path);

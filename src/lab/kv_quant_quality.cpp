@@ -116,6 +116,7 @@ KvQuantReport measure_kv_quant(const Model& model, const Tokenizer& tok, std::sp
     }
   }
   for (const std::string& prompt : o.prompts) {
+    if (o.greedy_tokens == 0) break;  // --greedy-tokens 0: no agreement runs, no empty table
     const auto ids = tok.encode(prompt, true, false);
     std::vector<std::vector<int32_t>> outs(nt);
     for (size_t k = 0; k < nt; ++k) {
