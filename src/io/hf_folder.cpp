@@ -254,14 +254,6 @@ std::string string_field(const json& o, const char* key) {
   return it != o.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
-// A boolean field: `fallback` when absent or null, an error naming it when not a boolean.
-bool flag_field(const json& o, const char* key, bool fallback, const std::string& source) {
-  const auto it = o.find(key);
-  if (it == o.end() || it->is_null()) return fallback;
-  if (!it->is_boolean()) fail("{}: '{}' must be true or false, not {}", source, key, describe_json(*it));
-  return it->get<bool>();
-}
-
 // The pre-tokenizer as steps, e.g. "Split(regex)" "ByteLevel(regex)".
 void pre_steps(const json& p, const std::string& source, std::vector<std::string>& out) {
   if (p.is_null()) return;
@@ -276,9 +268,9 @@ void pre_steps(const json& p, const std::string& source, std::vector<std::string
              p["pattern"].contains("Regex") && p["pattern"]["Regex"].is_string()) {
     out.push_back("Split(" + p["pattern"]["Regex"].get<std::string>() + ")");
   } else if (type == "ByteLevel") {
-    out.push_back(flag_field(p, "use_regex", true, source) ? "ByteLevel(regex)" : "ByteLevel");
+    out.push_back(Fields(p, source).flag("use_regex", true) ? "ByteLevel(regex)" : "ByteLevel");
   } else if (type == "Digits") {
-    out.push_back(flag_field(p, "individual_digits", false, source) ? "Digits(individual)" : "Digits");
+    out.push_back(Fields(p, source).flag("individual_digits", false) ? "Digits(individual)" : "Digits");
   } else {
     out.push_back(type);
   }
@@ -351,7 +343,7 @@ void add_tokenizer(const HfFolderParts& parts, uint64_t n_vocab, const Fields& c
         fail("{}: added_tokens entry {} needs an 'id' and a 'content'", source, describe_json(a));
       const uint64_t id = a["id"].get<uint64_t>();
       if (id >= n_vocab) fail("{}: added token id {} is not below the model's vocab_size {}", source, id, n_vocab);
-      by_id[id] = {a["content"].get<std::string>(), flag_field(a, "special", false, source) ? 3 : 4};  // CONTROL, USER_DEFINED
+      by_id[id] = {a["content"].get<std::string>(), Fields(a, source).flag("special", false) ? 3 : 4};  // CONTROL, USER_DEFINED
     }
   }
   std::vector<GgufValue> tokens, types;
