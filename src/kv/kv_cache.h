@@ -16,6 +16,19 @@
 //  - a sequence id names one sequence for its life: the id of a freed
 //    sequence is refused, even when its slot serves a new sequence.
 //
+// Sliding-window layers (options.window > 0): a query at p reads their keys
+// from p - window + 1 only, so they keep their K/V in a smaller pool of
+// window slots (KvStorage) that follow the blocks: block b's positions live
+// in slot window_slot(b) there, or nowhere (-1) once no holder needs them.
+//  - a sequence's window range, the blocks of positions [length - window + 1,
+//    length) that its next write reads, always has slots; a write gets slots
+//    for every block it touches; slots of blocks outside every sequence's
+//    window range are taken back only when the window pool runs dry (so a
+//    recent truncate or a cached prefix usually finds them still there);
+//  - a prefix is taken from the cache only up to where its window range has
+//    slots, and a truncate to a length whose window range lost its slots is
+//    refused (resume_point() says how far back a sequence can continue).
+//
 // The prefix cache: every full block of a sequence whose tokens are known
 // gets a key, hash(parent block's key, the block's token ids), so equal keys
 // name equal prefixes (hash-chained). A key only finds candidates: a hit is
@@ -44,6 +57,14 @@ struct KvCacheOptions {
   DType type = DType::F16;    // F32, F16, Q8_0 or Q4_0 (the block formats need head_dim % 32 == 0)
   uint64_t budget_bytes = 0;  // 0: the machine's available memory
   bool prefix_cache = true;   // key full blocks and let new sequences take cached prefixes
+  // Sliding-window layers: window_layers[l] for the n_layer layers (empty: none)
+  // read only the last `window` positions. Their pool holds, for each of
+  // max_sequences sequences, a window and a step of max_batch positions
+  // (never more than the full layers' pool).
+  int64_t window = 0;
+  std::vector<bool> window_layers = {};
+  int64_t max_sequences = 1;
+  int64_t max_batch = 512;
 };
 
 // Counters since construction, and the pool's blocks now.
@@ -55,6 +76,8 @@ struct KvCacheStats {
   int64_t blocks_free = 0;    // holding nothing
   int64_t blocks_used = 0;    // held by a sequence
   int64_t blocks_cached = 0;  // held by none, kept for the prefix cache (evictable)
+  int64_t window_slots_used = 0;  // window-layer blocks holding positions (0 without window layers)
+  int64_t window_slots = 0;       // the window pool's size
 };
 
 class KvCache {
@@ -94,6 +117,9 @@ class KvCache {
   int64_t block_size() const { return storage_.block_size(); }
   // Blocks a sequence needs to grow from `from` to `to` positions, counting a copy-on-write.
   int64_t blocks_needed(SeqId seq, int64_t to) const;
+  // How many such blocks writes can take now: the allocator's, and with window
+  // layers no more than the window slots that are free or out of every window range.
+  int64_t available_blocks() const;
   bool prefix_cache() const { return prefix_cache_; }
 
   // Makes room for positions [start, start + tokens.size()) and records their
@@ -106,8 +132,19 @@ class KvCache {
   void begin_write(SeqId seq, int64_t start, int64_t n);
   // The positions reserved so far are stored: full blocks get their keys.
   void end_write(SeqId seq);
-  // Drops positions [n, length): later writes start at n (an edit recomputes from there).
+  // Drops positions [n, length): later writes start at n (an edit recomputes
+  // from there). With window layers, n must be resumable (resume_point(seq, n) == n).
   void truncate(SeqId seq, int64_t n);
+  // The longest length m <= n that the sequence can be truncated to and
+  // written on from: its window layers still hold [m - window + 1, m). n
+  // itself without window layers.
+  int64_t resume_point(SeqId seq, int64_t n) const;
+  // Gives back the window slots of seq's blocks before its window range that
+  // it alone holds (they would otherwise go only when the pool runs dry).
+  void trim_window(SeqId seq);
+  // Whether `layer` holds position pos of seq (false only for a window layer
+  // whose slot for that block was taken back).
+  bool holds(int64_t layer, SeqId seq, int64_t pos) const;
   // Drops positions [from, from + n) and moves the later ones n positions
   // down (a window sliding past the context). Each moved key goes through
   // fix_key (its layer, and the key as f32, n_kv_head * head_dim) before it
@@ -143,6 +180,7 @@ class KvCache {
     std::vector<int32_t> tokens;  // (length) when keyable
     bool keyable = true;          // every token known
     std::vector<uint64_t> keys;   // keys of blocks [0, keys.size()): the full blocks keyed so far
+    std::vector<int32_t> window_blocks;  // window_slot_ of each block (the window layers' table)
   };
   const Sequence& get(SeqId seq) const;
   Sequence& get(SeqId seq);
@@ -151,10 +189,25 @@ class KvCache {
   std::vector<int32_t> walk_prefix(std::span<const int32_t> tokens, int64_t limit, std::vector<uint64_t>* keys) const;
   void reserve(Sequence& s, SeqId seq, int64_t start, int64_t n);
   void store_raw_v(int64_t layer, SeqId seq, int64_t pos, const uint8_t* v);  // V alone, as store_raw
-  // copy(offset in the layer's block, offset in a position's vector, bytes, block, kv head) per kv head of `pos`.
+  // copy(offset in the layer's block, offset in a position's vector, bytes, block, kv head) per kv head of `pos`
+  // (block: the layer's own id, a window slot in a window layer).
   template <class Copy>
-  void each_head(SeqId seq, int64_t pos, const char* what, Copy copy) const;
+  void each_head(int64_t layer, SeqId seq, int64_t pos, const char* what, Copy copy) const;
   int32_t copy_of(int32_t block);  // a fresh block holding block's K/V; PRECONDITION: one is available
+
+  // Window slots (empty functions without window layers).
+  bool windowed() const { return window_ > 0; }
+  // The first block of the window range of a sequence `length` long.
+  int64_t window_first_block(int64_t length) const;
+  // Whether blocks [first, end) of `blocks` all have slots.
+  bool window_held(const std::vector<int32_t>& blocks, int64_t first, int64_t end) const;
+  int32_t fresh_block(bool with_slot);  // allocate(), with a window slot or without
+  void release_block(int32_t block);    // alloc_.release(), and the slot back once the block is free
+  // Makes `n` slots free, taking back those of blocks outside every window range; false if it cannot.
+  bool reserve_window_slots(int64_t n);
+  void take_back_window_slots();  // every slot of a block outside every sequence's window range
+  std::vector<uint8_t> window_needed() const;  // per block: in some live sequence's window range
+  void sync_window(Sequence& s);  // s.window_blocks from s.blocks
 
   KvStorage storage_;
   BlockAllocator alloc_;
@@ -166,6 +219,9 @@ class KvCache {
   std::vector<int32_t> block_tokens_;  // (n_blocks, block_size)
   std::vector<int32_t> parent_;
   std::vector<uint32_t> parent_version_;
+  int64_t window_ = 0;
+  std::vector<int32_t> window_slot_;  // per block: its window slot, or -1
+  std::vector<int32_t> free_slots_;   // a stack of free window slots
   uint64_t lookups_ = 0, hit_tokens_ = 0, copied_blocks_ = 0;
 };
 

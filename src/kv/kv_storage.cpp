@@ -22,26 +22,41 @@ uint64_t KvStorage::live_bytes() { return g_live_bytes.load(); }
 
 KvStorage::~KvStorage() { g_live_bytes -= bytes(); }
 
-uint64_t KvStorage::planned_bytes(const KvShape& s, int64_t block_size, int64_t n_blocks, DType type) {
+uint64_t KvStorage::planned_bytes(const KvShape& s, int64_t block_size, int64_t n_blocks, DType type,
+                                  int64_t n_window_layers, int64_t n_window_blocks) {
   if (block_size <= 0 || n_blocks <= 0) fail("KV cache needs a positive block size and block count");
+  if (n_window_layers < 0 || n_window_layers > s.n_layer || n_window_blocks < 0 || n_window_blocks > n_blocks)
+    fail("KV cache with {} window layers of {} and {} window blocks of {}", n_window_layers, s.n_layer,
+         n_window_blocks, n_blocks);
   const uint64_t per_token = kv_bytes_per_token(s, type);
-  const auto positions = checked_mul(static_cast<uint64_t>(block_size), static_cast<uint64_t>(n_blocks));
-  const auto bytes = positions ? checked_mul(per_token, *positions) : std::nullopt;
+  const uint64_t per_layer = per_token / static_cast<uint64_t>(s.n_layer);  // exact: a sum of equal layers
+  // Layer-blocks held: every full layer's n_blocks, every window layer's n_window_blocks.
+  const auto full = checked_mul(static_cast<uint64_t>(s.n_layer - n_window_layers), static_cast<uint64_t>(n_blocks));
+  const auto window =
+      checked_mul(static_cast<uint64_t>(n_window_layers), static_cast<uint64_t>(n_window_blocks));
+  const auto layer_blocks = full && window ? checked_add(*full, *window) : std::nullopt;
+  const auto positions = layer_blocks ? checked_mul(static_cast<uint64_t>(block_size), *layer_blocks) : std::nullopt;
+  const auto bytes = positions ? checked_mul(per_layer, *positions) : std::nullopt;
   if (!bytes)
     fail("KV cache of {} blocks x {} positions at {} bytes per position overflows 64 bits: lower -c", n_blocks,
          block_size, per_token);
   return *bytes;
 }
 
-KvStorage::KvStorage(const KvShape& shape, int64_t block_size, int64_t n_blocks, DType type, uint64_t budget_bytes)
-    : shape_(shape), block_size_(block_size), n_blocks_(n_blocks), type_(type) {
+KvStorage::KvStorage(const KvShape& shape, int64_t block_size, int64_t n_blocks, DType type, uint64_t budget_bytes,
+                     const std::vector<bool>& window_layers, int64_t n_window_blocks)
+    : shape_(shape), block_size_(block_size), n_blocks_(n_blocks), window_layers_(window_layers), type_(type) {
+  if (!window_layers.empty() && static_cast<int64_t>(window_layers.size()) != shape.n_layer)
+    fail("KV cache: {} window-layer flags for {} layers", window_layers.size(), shape.n_layer);
+  for (bool w : window_layers) n_window_layers_ += w;
+  n_window_blocks_ = n_window_layers_ > 0 ? n_window_blocks : 0;
   if (!kv_cache_type_supported(type))
     fail("KV cache type {} is not supported (use f32, f16, q8_0 or q4_0)", dtype_name(type));
   if (shape.head_dim % traits(type).block_size != 0)
     fail("a {} KV cache needs a head size that is a multiple of {}, this model has {}", dtype_name(type),
          traits(type).block_size, shape.head_dim);
   // planned_bytes is overflow-checked; the products below are parts of it.
-  const uint64_t planned = planned_bytes(shape, block_size, n_blocks, type);
+  const uint64_t planned = planned_bytes(shape, block_size, n_blocks, type, n_window_layers_, n_window_blocks_);
   if (planned > budget_bytes)
     fail("KV cache for {} positions needs {}, more than the memory budget of {}: lower -c{}",
          static_cast<uint64_t>(block_size) * static_cast<uint64_t>(n_blocks), format_bytes(planned),
@@ -49,20 +64,28 @@ KvStorage::KvStorage(const KvShape& shape, int64_t block_size, int64_t n_blocks,
          type == DType::F32 ? " or use --cache-type f16" : type == DType::F16 ? " or use --cache-type q8_0" : "");
   vec_bytes_ = row_bytes(type, static_cast<uint64_t>(shape.head_dim));
   block_bytes_ = static_cast<uint64_t>(shape.n_kv_head) * static_cast<uint64_t>(block_size) * vec_bytes_;
-  layer_bytes_ = block_bytes_ * static_cast<uint64_t>(n_blocks);
-  const uint64_t half = layer_bytes_ * static_cast<uint64_t>(shape.n_layer);
-  k_.reset(new (std::nothrow) uint8_t[half]);
-  v_.reset(new (std::nothrow) uint8_t[half]);
+  half_bytes_ = 0;
+  for (int64_t l = 0; l < shape.n_layer; ++l) {
+    layer_offset_.push_back(half_bytes_);
+    half_bytes_ += block_bytes_ * static_cast<uint64_t>(window_layer(l) ? n_window_blocks_ : n_blocks);
+  }
+  k_.reset(new (std::nothrow) uint8_t[half_bytes_]);
+  v_.reset(new (std::nothrow) uint8_t[half_bytes_]);
   if (!k_ || !v_) fail("cannot allocate the KV cache ({})", format_bytes(planned));
   g_live_bytes += bytes();
   ++g_constructed;
 }
 
-void KvStorage::copy_block(int64_t dst, int64_t src) {
+void KvStorage::copy_layers(bool window, int64_t dst, int64_t src) {
   for (int64_t l = 0; l < shape_.n_layer; ++l) {
+    if (window_layer(l) != window) continue;
     std::memcpy(k_block(l, dst), k_block(l, src), block_bytes_);
     std::memcpy(v_block(l, dst), v_block(l, src), block_bytes_);
   }
 }
+
+void KvStorage::copy_block(int64_t dst, int64_t src) { copy_layers(false, dst, src); }
+
+void KvStorage::copy_window_block(int64_t dst, int64_t src) { copy_layers(true, dst, src); }
 
 }  // namespace tally

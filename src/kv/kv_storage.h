@@ -2,13 +2,18 @@
 // The cache's memory: a pool of fixed-size blocks allocated once, holding K
 // and V for every layer. It knows nothing of sequences (see KvCache for that).
 //
-//   k_, v_: (n_layer, n_blocks, n_kv_head, block_size, head_dim) in `type`
+//   k_, v_: per layer (n_blocks(layer), n_kv_head, block_size, head_dim) in `type`
+//
+// Sliding-window layers (window_layers) attend to the last positions only, so
+// they get a pool of their own, of n_window_blocks blocks (at most n_blocks):
+// block ids of those layers name window slots, not the full layers' blocks.
 //
 // (for Q8_0/Q4_0 a head vector is head_dim / 32 GGUF blocks: 34 / 18 bytes
 // per 32 values, the scale in front of them), so one block of one layer keeps each kv head's positions contiguous: the
 // attention kernel streams a head's keys block by block.
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/dtype.h"
 #include "kv/kv_shape.h"
@@ -18,15 +23,21 @@ namespace tally {
 class KvStorage {
  public:
   // type: F32, F16, Q8_0 or Q4_0 (the block formats need head_dim % 32 == 0).
+  // window_layers: empty, or one flag per layer (true: n_window_blocks blocks).
   // Throws if the pool would exceed `budget_bytes`, naming the planned bytes.
-  KvStorage(const KvShape& shape, int64_t block_size, int64_t n_blocks, DType type, uint64_t budget_bytes);
+  KvStorage(const KvShape& shape, int64_t block_size, int64_t n_blocks, DType type, uint64_t budget_bytes,
+            const std::vector<bool>& window_layers = {}, int64_t n_window_blocks = 0);
 
   const KvShape& shape() const { return shape_; }
   int64_t block_size() const { return block_size_; }
   int64_t n_blocks() const { return n_blocks_; }
+  int64_t n_window_blocks() const { return n_window_blocks_; }
+  bool window_layer(int64_t layer) const { return !window_layers_.empty() && window_layers_[layer]; }
+  bool has_window_layers() const { return n_window_layers_ > 0; }
   DType type() const { return type_; }
-  uint64_t bytes() const { return 2 * layer_bytes_ * static_cast<uint64_t>(shape_.n_layer); }
-  static uint64_t planned_bytes(const KvShape& shape, int64_t block_size, int64_t n_blocks, DType type);
+  uint64_t bytes() const { return 2 * half_bytes_; }
+  static uint64_t planned_bytes(const KvShape& shape, int64_t block_size, int64_t n_blocks, DType type,
+                                int64_t n_window_layers = 0, int64_t n_window_blocks = 0);
 
   // Start of (n_kv_head, block_size, head_dim) for one layer's block.
   uint8_t* k_block(int64_t layer, int64_t block) { return k_.get() + offset(layer, block); }
@@ -44,21 +55,28 @@ class KvStorage {
   KvStorage(const KvStorage&) = delete;
   KvStorage& operator=(const KvStorage&) = delete;
 
-  // Copies one block's K and V in every layer (used to fork a shared block).
+  // Copies one block's K and V in every full layer (used to fork a shared
+  // block); copy_window_block does the same for a window slot of the window layers.
   void copy_block(int64_t dst, int64_t src);
+  void copy_window_block(int64_t dst, int64_t src);
 
  private:
   uint64_t offset(int64_t layer, int64_t block) const {
-    return static_cast<uint64_t>(layer) * layer_bytes_ + static_cast<uint64_t>(block) * block_bytes_;
+    return layer_offset_[static_cast<size_t>(layer)] + static_cast<uint64_t>(block) * block_bytes_;
   }
+  void copy_layers(bool window, int64_t dst, int64_t src);
 
   KvShape shape_;
   int64_t block_size_;
   int64_t n_blocks_;
+  int64_t n_window_blocks_ = 0;
+  int64_t n_window_layers_ = 0;
+  std::vector<bool> window_layers_;
   DType type_;
   uint64_t vec_bytes_;    // bytes of one head vector
   uint64_t block_bytes_;  // one layer's block, all kv heads
-  uint64_t layer_bytes_;  // all blocks of one layer
+  uint64_t half_bytes_;   // K (or V) of every layer
+  std::vector<uint64_t> layer_offset_;  // where each layer's blocks start in k_ (and v_)
   std::unique_ptr<uint8_t[]> k_, v_;
 };
 

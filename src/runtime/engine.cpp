@@ -17,6 +17,9 @@ KvCacheOptions cache_options(const Model& m, const EngineOptions& o) {
   k.type = o.cache_type;
   k.budget_bytes = o.kv_budget;
   k.prefix_cache = o.prefix_cache;
+  set_cache_window(m, k);
+  k.max_sequences = std::max<int64_t>(1, o.max_sequences);
+  k.max_batch = std::max<int64_t>(1, o.step_tokens);
   return k;
 }
 
@@ -230,14 +233,17 @@ std::span<const Engine::Id> Engine::step() {
     }
 
   // Capacity: drop the newest entries' claims until the step fits; a decode that
-  // cannot fit preempts the newest sequence that holds blocks.
+  // cannot fit preempts the newest sequence that holds blocks. (With window
+  // layers a step also needs a window slot per block; admission counts only
+  // blocks, since a long prompt's early blocks give their slots back as its
+  // prefill moves on.)
   auto needed = [&] {
     int64_t need = 0;
     for (const StepEntry& e : entries_)
       need += cache_.blocks_needed(e.seq, e.start + static_cast<int64_t>(e.tokens.size()));
     return need;
   };
-  while (!entries_.empty() && needed() > cache_.allocator().available_blocks()) {
+  while (!entries_.empty() && needed() > cache_.available_blocks()) {
     const size_t last = entries_.size() - 1;
     Seq& s = seqs_[entry_slot_[last]];
     if (entries_[last].logits == LogitsMode::None || pending(s) > 1 || s.evaluated == 0) {

@@ -16,6 +16,13 @@ int64_t effective_context(const Model& model, int64_t requested) {
   return requested;
 }
 
+void set_cache_window(const Model& model, KvCacheOptions& o) {
+  const auto& c = model.config();
+  o.window = c.window;
+  o.window_layers.assign(static_cast<size_t>(c.n_layer), false);
+  for (int64_t l = 0; l < c.n_layer; ++l) o.window_layers[static_cast<size_t>(l)] = c.window_layer(l);
+}
+
 namespace {
 KvCacheOptions cache_options(const Model& m, const SessionOptions& o) {
   KvCacheOptions k;
@@ -24,6 +31,9 @@ KvCacheOptions cache_options(const Model& m, const SessionOptions& o) {
   k.type = o.cache_type;
   k.budget_bytes = o.kv_budget;
   k.prefix_cache = false;  // one sequence: an edit reuses its prefix by truncating (reuse_prefix)
+  set_cache_window(m, k);
+  k.max_sequences = 1;
+  k.max_batch = std::max<int64_t>(1, std::min(o.n_batch, k.n_ctx));
   return k;
 }
 int threads_for(int requested) {
@@ -66,8 +76,11 @@ std::span<const float> Session::append(std::span<const int32_t> tokens, const Lo
 }
 
 void Session::truncate(int64_t n) {
-  cache_.truncate(seq_, n);
-  tokens_.resize(n);
+  const int64_t m = cache_.resume_point(seq_, n);
+  const std::vector<int32_t> again(tokens_.begin() + m, tokens_.begin() + n);
+  cache_.truncate(seq_, m);
+  tokens_.resize(m);
+  if (!again.empty()) append(again);
 }
 
 void Session::check_window(int64_t sinks) const {
@@ -119,7 +132,14 @@ void Session::save(const std::string& path, const std::string& meta,
   write_session_file(
       path, h, tokens_,
       [&](uint32_t layer, uint8_t* k, uint8_t* v) {
-        for (int64_t p = 0; p < length(); ++p) cache_.load_raw(layer, seq_, p, k + p * vb, v + p * vb);
+        for (int64_t p = 0; p < length(); ++p) {
+          if (cache_.holds(layer, seq_, p)) {
+            cache_.load_raw(layer, seq_, p, k + p * vb, v + p * vb);
+          } else {  // a sliding-window layer's position out of its window: zeros, never read back
+            std::fill_n(k + p * vb, vb, uint8_t{0});
+            std::fill_n(v + p * vb, vb, uint8_t{0});
+          }
+        }
       },
       after_layer);
 }
@@ -141,10 +161,19 @@ std::string Session::load(const std::string& path) {
   for (int32_t t : d.tokens)
     if (t < 0 || t >= c.n_vocab) fail("{}: token id {} is outside the vocabulary [0, {})", path, t, c.n_vocab);
   truncate(0);
-  cache_.begin_write(seq_, 0, d.tokens);
-  for (uint32_t l = 0; l < h.n_layer; ++l)
-    for (uint64_t p = 0; p < h.n_tokens; ++p) cache_.store_raw(l, seq_, static_cast<int64_t>(p), d.k(l, p), d.v(l, p));
-  cache_.end_write(seq_);
+  // In steps of a batch, as the forward pass writes: the window layers keep the last window of each.
+  const int64_t n = static_cast<int64_t>(h.n_tokens), B = forward_.max_tokens();
+  for (int64_t start = 0; start < n; start += B) {
+    const int64_t end = std::min(n, start + B);
+    cache_.begin_write(seq_, start, std::span<const int32_t>(d.tokens).subspan(start, end - start));
+    for (uint32_t l = 0; l < h.n_layer; ++l)
+      for (int64_t p = start; p < end; ++p)
+        cache_.store_raw(l, seq_, p, d.k(l, static_cast<uint64_t>(p)), d.v(l, static_cast<uint64_t>(p)));
+    cache_.end_write(seq_);
+  }
+  // The file holds a window layer's positions only in its window: older ones
+  // (zeros where the saving cache had let them go) must not count as held.
+  cache_.trim_window(seq_);
   tokens_ = d.tokens;
   return h.meta;
 }

@@ -39,7 +39,9 @@ class Session {
   // Evaluates `tokens` at positions [length, length + n). Returns the logits of
   // the last token (n_vocab values). With sink set, every position's logits go to it.
   std::span<const float> append(std::span<const int32_t> tokens, const LogitsSink& sink = {});
-  // Forgets positions [n, length).
+  // Forgets positions [n, length). When the sliding-window layers no longer
+  // hold the window before n, it goes back to where they do and evaluates
+  // the tokens up to n again.
   void truncate(int64_t n);
   // For a conversation resent whole with a new turn: keeps the longest
   // prefix of `tokens` the cache already holds, but never all of them (the
@@ -94,5 +96,8 @@ class Session {
 
 // The context size a session gets for a requested n_ctx (0 = default).
 int64_t effective_context(const Model& model, int64_t requested);
+// Sets the sliding-window fields of a cache's options for `model`: its window
+// layers keep only their window (none for a model without).
+void set_cache_window(const Model& model, KvCacheOptions& o);
 
 }  // namespace tally

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "kv/kv_storage.h"
 #include "llama_cpp_reference.h"
 #include "model_test_support.h"
 #include "runtime/session.h"
@@ -109,6 +110,53 @@ TEST(ModelGemma3, PastTheWindowMatchesLlamaCpp) {
   expect_last_logits_match("window_prompts");
   tally_test::expect_greedy_matches_llama_cpp(*gemma(), tally_test::load_fixture("model_gemma3/llama_cpp_greedy.json"),
                                               "window_prompts", 2048);
+}
+
+// The sliding layers' cache holds a window, not the context: with prefill
+// steps of 32 the window pool is 19 blocks of 32 (a window of 512, two blocks
+// of slack, one step) beside the global layers' 64, and 700 tokens of the
+// long prompt outgrow it, so slots are taken back as the window moves. The logits equal
+// those of a pool that never runs dry (steps of 512: 34 blocks) bit for bit,
+// and still do after a truncate behind the window, which evaluates again the
+// positions whose slots are gone.
+TEST(ModelGemma3, TheWindowLayersHoldOnlyTheWindow) {
+  TALLY_NEED_GEMMA();
+  const auto fx = tally_test::load_fixture("model_gemma3/llama_cpp_greedy.json");
+  auto ids = fx["window_prompts"][0]["ids"].get<std::vector<int32_t>>();
+  ASSERT_GT(ids.size(), 700u);
+  ids.resize(700);
+  const auto& c = gemma()->config();
+  auto session = [&](int64_t n_batch) {
+    tally::SessionOptions o;
+    o.n_ctx = 2048;
+    o.n_batch = n_batch;
+    o.n_threads = 2;
+    return std::make_unique<tally::Session>(*gemma(), o);
+  };
+  auto last_logits = [](tally::Session& s, std::span<const int32_t> tokens) {
+    const std::span<const float> out = s.append(tokens);
+    return std::vector<float>(out.begin(), out.end());
+  };
+  auto roomy = session(512);
+  const std::vector<float> expect = last_logits(*roomy, ids);
+  EXPECT_EQ(roomy->cache().stats().window_slots, 34);
+
+  auto tight = session(32);
+  const tally::KvCache& cache = tight->cache();
+  EXPECT_EQ(cache.stats().window_slots, 19);
+  EXPECT_EQ(cache.storage().bytes(), tally::KvStorage::planned_bytes(gemma()->kv_shape(), 32, 64, tally::DType::F16,
+                                                                        15, 19));
+  EXPECT_EQ(last_logits(*tight, ids), expect);
+  EXPECT_LE(cache.stats().window_slots_used, 19);
+  const auto seq = tight->sequence();
+  EXPECT_FALSE(cache.holds(0, seq, 0));  // sliding: out of the window
+  EXPECT_TRUE(cache.holds(5, seq, 0));   // global
+  EXPECT_TRUE(cache.holds(0, seq, static_cast<int64_t>(ids.size()) - c.window));
+  EXPECT_LT(cache.resume_point(seq, 100), 100);
+  const std::span<const int32_t> all(ids);
+  tight->truncate(100);
+  EXPECT_EQ(tight->length(), 100);
+  EXPECT_EQ(last_logits(*tight, all.subspan(100)), expect);
 }
 
 TEST(ModelGemma3, GreedyMatchesLlamaCpp) {

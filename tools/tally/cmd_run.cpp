@@ -210,6 +210,8 @@ void add_run(CLI::App& app) {
           {"generated_tokens", r.tokens.size()},
           {"token_ids", r.tokens},
           {"text", generated_text},
+          {"kv", {{"cache_bytes", session.cache().storage().bytes()},
+                  {"window_slots", session.cache().stats().window_slots}}},
           {"timings",
            {{"load_ms", lm.load_ms},
             {"prefill_ms", r.prefill_ms},
