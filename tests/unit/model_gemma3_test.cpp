@@ -5,6 +5,7 @@
 // reference comes from scripts/fixtures/make_gemma3_fixtures.py. Without the
 // file these tests skip, or fail when TALLY_REQUIRE_MODEL=1.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -118,7 +119,7 @@ TEST(ModelGemma3, PastTheWindowMatchesLlamaCpp) {
 // long prompt outgrow it, so slots are taken back as the window moves. The logits equal
 // those of a pool that never runs dry (steps of 512: 34 blocks) bit for bit,
 // and still do after a truncate behind the window, which evaluates again the
-// positions whose slots are gone.
+// positions whose slots are gone, and after a save and a load.
 TEST(ModelGemma3, TheWindowLayersHoldOnlyTheWindow) {
   TALLY_NEED_GEMMA();
   const auto fx = tally_test::load_fixture("model_gemma3/llama_cpp_greedy.json");
@@ -152,6 +153,17 @@ TEST(ModelGemma3, TheWindowLayersHoldOnlyTheWindow) {
   EXPECT_FALSE(cache.holds(0, seq, 0));  // sliding: out of the window
   EXPECT_TRUE(cache.holds(5, seq, 0));   // global
   EXPECT_TRUE(cache.holds(0, seq, static_cast<int64_t>(ids.size()) - c.window));
+  // A saved session holds the window of the sliding layers: loaded, its last
+  // token evaluated again gives the same logits.
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / ("tally_gemma_window_" + std::to_string(::getpid()) + ".session");
+  tight->save(file.string());
+  auto loaded = session(512);  // a pool that never runs dry: only the trim lets the zeros go
+  loaded->load(file.string());
+  std::filesystem::remove(file);
+  EXPECT_FALSE(loaded->cache().holds(0, loaded->sequence(), 0));
+  loaded->truncate(static_cast<int64_t>(ids.size()) - 1);
+  EXPECT_EQ(last_logits(*loaded, std::span<const int32_t>(ids).last(1)), expect);
   EXPECT_LT(cache.resume_point(seq, 100), 100);
   const std::span<const int32_t> all(ids);
   tight->truncate(100);
