@@ -49,75 +49,30 @@ std::optional<std::string> read_part(const fs::path& p, bool required) {
   return read_text_file(p.string(), "folder file", kMaxJsonBytes);
 }
 
-// Fields of a JSON object, with errors naming the file and the field.
-class Fields {
- public:
-  Fields(const json& j, std::string source) : j_(j), source_(std::move(source)) {
-    if (!j.is_object()) fail("{}: must be a JSON object, not {}", source_, describe_json(j));
-  }
-  const json* find(const char* key) const {
-    const auto it = j_.find(key);
-    return it == j_.end() || it->is_null() ? nullptr : &*it;
-  }
-  uint64_t size(const char* key) const {
-    const json* v = find(key);
-    if (!v) fail("{}: no '{}'", source_, key);
-    return size_of(key, *v);
-  }
-  uint64_t size(const char* key, uint64_t fallback) const {
-    const json* v = find(key);
-    return v ? size_of(key, *v) : fallback;
-  }
-  double number(const char* key, double fallback) const {
-    const json* v = find(key);
-    if (!v) return fallback;
-    if (!v->is_number()) fail("{}: '{}' must be a number, not {}", source_, key, describe_json(*v));
-    return v->get<double>();
-  }
-  bool flag(const char* key, bool fallback) const {
-    const json* v = find(key);
-    if (!v) return fallback;
-    if (!v->is_boolean()) fail("{}: '{}' must be true or false, not {}", source_, key, describe_json(*v));
-    return v->get<bool>();
-  }
-  std::string string(const char* key) const {
-    const json* v = find(key);
-    if (!v || !v->is_string())
-      fail("{}: '{}' must be a string, not {}", source_, key, v ? describe_json(*v) : "missing");
-    return v->get<std::string>();
-  }
-  const std::string& source() const { return source_; }
-
- private:
-  uint64_t size_of(const char* key, const json& v) const {
-    if (!v.is_number_unsigned() || v.get<uint64_t>() == 0)
-      fail("{}: '{}' must be a positive whole number, not {}", source_, key, describe_json(v));
-    return v.get<uint64_t>();
-  }
-  const json& j_;
-  std::string source_;
-};
+// A field the folder cannot do without.
+uint64_t need_count(const JsonFields& f, const char* key) { return f.required(f.count(key), key, "the model"); }
+std::string need_string(const JsonFields& f, const char* key) { return f.required(f.string(key), key, "the model"); }
 
 // ---- config.json -> <arch>.* ----------------------------------------------
 
-void add_hparams(const Fields& cfg, const std::string& arch, std::vector<std::pair<std::string, GgufValue>>& kv) {
+void add_hparams(const JsonFields& cfg, const std::string& arch, std::vector<std::pair<std::string, GgufValue>>& kv) {
   auto put = [&](const char* key, GgufValue v) { kv.emplace_back(arch + "." + key, std::move(v)); };
-  const uint64_t heads = cfg.size("num_attention_heads");
-  put("block_count", u64_value(cfg.size("num_hidden_layers")));
-  put("context_length", u64_value(cfg.size("max_position_embeddings")));
-  put("embedding_length", u64_value(cfg.size("hidden_size")));
-  put("feed_forward_length", u64_value(cfg.size("intermediate_size")));
+  const uint64_t heads = need_count(cfg, "num_attention_heads");
+  put("block_count", u64_value(need_count(cfg, "num_hidden_layers")));
+  put("context_length", u64_value(need_count(cfg, "max_position_embeddings")));
+  put("embedding_length", u64_value(need_count(cfg, "hidden_size")));
+  put("feed_forward_length", u64_value(need_count(cfg, "intermediate_size")));
   put("attention.head_count", u64_value(heads));
-  put("attention.head_count_kv", u64_value(cfg.size("num_key_value_heads", heads)));
-  if (cfg.find("head_dim")) put("attention.key_length", u64_value(cfg.size("head_dim")));
-  put("vocab_size", u64_value(cfg.size("vocab_size")));
-  put("attention.layer_norm_rms_epsilon", f64_value(cfg.number("rms_norm_eps", 1e-6)));
+  put("attention.head_count_kv", u64_value(cfg.count("num_key_value_heads").value_or(heads)));
+  if (const auto hd = cfg.count("head_dim")) put("attention.key_length", u64_value(*hd));
+  put("vocab_size", u64_value(need_count(cfg, "vocab_size")));
+  put("attention.layer_norm_rms_epsilon", f64_value(cfg.number("rms_norm_eps").value_or(1e-6)));
   // transformers 5 keeps the base and the scaling in rope_parameters, earlier
   // versions in rope_theta and rope_scaling. Scaled RoPE is not implemented.
-  double base = cfg.number("rope_theta", 10000.0);
+  double base = cfg.number("rope_theta").value_or(10000.0);
   if (const json* rp = cfg.find("rope_parameters")) {
-    const Fields p(*rp, cfg.source() + " 'rope_parameters'");
-    base = p.number("rope_theta", base);
+    const JsonFields p(*rp, cfg.source(), "rope_parameters.");
+    base = p.number("rope_theta").value_or(base);
     if (const json* t = p.find("rope_type"); t && *t != "default")
       fail("{}: rope_parameters.rope_type is {}: only the default RoPE is supported", cfg.source(),
            describe_json(*t));
@@ -126,7 +81,7 @@ void add_hparams(const Fields& cfg, const std::string& arch, std::vector<std::pa
     fail("{}: 'rope_scaling' is {}: only the default RoPE is supported", cfg.source(), describe_json(*rs));
   if (const json* act = cfg.find("hidden_act"); act && *act != "silu")
     fail("{}: 'hidden_act' is {}: {} folders are read with silu only", cfg.source(), describe_json(*act), arch);
-  if (cfg.flag("use_sliding_window", false))
+  if (cfg.flag("use_sliding_window").value_or(false))
     fail("{}: 'use_sliding_window' is true; sliding-window {} folders are not supported", cfg.source(), arch);
   put("rope.freq_base", f64_value(base));
 }
@@ -201,7 +156,7 @@ std::vector<fs::path> weight_files(const fs::path& dir) {
     files.push_back(dir / "model.safetensors");
   } else if (fs::exists(index, ec)) {
     const json j = parse_json_input(*read_part(index, true), index.string());
-    const Fields f(j, index.string());
+    const JsonFields f(j, index.string());
     const json* map = f.find("weight_map");
     if (!map || !map->is_object()) fail("{}: 'weight_map' must be an object of tensor -> file", index.string());
     std::set<std::string> names;
@@ -268,9 +223,9 @@ void pre_steps(const json& p, const std::string& source, std::vector<std::string
              p["pattern"].contains("Regex") && p["pattern"]["Regex"].is_string()) {
     out.push_back("Split(" + p["pattern"]["Regex"].get<std::string>() + ")");
   } else if (type == "ByteLevel") {
-    out.push_back(Fields(p, source).flag("use_regex", true) ? "ByteLevel(regex)" : "ByteLevel");
+    out.push_back(JsonFields(p, source).flag("use_regex").value_or(true) ? "ByteLevel(regex)" : "ByteLevel");
   } else if (type == "Digits") {
-    out.push_back(Fields(p, source).flag("individual_digits", false) ? "Digits(individual)" : "Digits");
+    out.push_back(JsonFields(p, source).flag("individual_digits").value_or(false) ? "Digits(individual)" : "Digits");
   } else {
     out.push_back(type);
   }
@@ -301,7 +256,7 @@ std::string pre_name(const json& tokenizer, const std::string& source) {
 }
 
 // A token named in tokenizer_config.json: a string, or {"content": string}.
-std::optional<std::string> config_token(const Fields& tc, const char* key) {
+std::optional<std::string> config_token(const JsonFields& tc, const char* key) {
   const json* v = tc.find(key);
   if (!v) return std::nullopt;
   if (v->is_string()) return v->get<std::string>();
@@ -309,15 +264,16 @@ std::optional<std::string> config_token(const Fields& tc, const char* key) {
   fail("{}: '{}' must be a token (a string or {{\"content\": ...}}), not {}", tc.source(), key, describe_json(*v));
 }
 
-void add_tokenizer(const HfFolderParts& parts, uint64_t n_vocab, const Fields& cfg,
+void add_tokenizer(const HfFolderParts& parts, uint64_t n_vocab, const JsonFields& cfg,
                    std::vector<std::pair<std::string, GgufValue>>& kv) {
   const std::string source = (fs::path(parts.dir) / "tokenizer.json").string();
   const json tj = parse_json_input(parts.tokenizer, source);
-  const Fields t(tj, source);
+  const JsonFields t(tj, source);
   const json* model = t.find("model");
   if (!model || !model->is_object()) fail("{}: no 'model' object", source);
-  const Fields m(*model, source + " 'model'");
-  if (m.string("type") != "BPE") fail("{}: model type '{}' is not supported (byte-level BPE only)", source, excerpt(m.string("type"), 40));
+  const JsonFields m(*model, source, "model.");
+  if (const std::string type = need_string(m, "type"); type != "BPE")
+    fail("{}: model type '{}' is not supported (byte-level BPE only)", source, excerpt(type, 40));
   const json* decoder = t.find("decoder");
   if (!decoder || !decoder->is_object() || string_field(*decoder, "type") != "ByteLevel")
     fail("{}: the decoder is not ByteLevel; only byte-level BPE tokenizers are supported", source);
@@ -343,7 +299,7 @@ void add_tokenizer(const HfFolderParts& parts, uint64_t n_vocab, const Fields& c
         fail("{}: added_tokens entry {} needs an 'id' and a 'content'", source, describe_json(a));
       const uint64_t id = a["id"].get<uint64_t>();
       if (id >= n_vocab) fail("{}: added token id {} is not below the model's vocab_size {}", source, id, n_vocab);
-      by_id[id] = {a["content"].get<std::string>(), Fields(a, source).flag("special", false) ? 3 : 4};  // CONTROL, USER_DEFINED
+      by_id[id] = {a["content"].get<std::string>(), JsonFields(a, source).flag("special").value_or(false) ? 3 : 4};  // CONTROL, USER_DEFINED
     }
   }
   std::vector<GgufValue> tokens, types;
@@ -377,7 +333,7 @@ void add_tokenizer(const HfFolderParts& parts, uint64_t n_vocab, const Fields& c
   // Special tokens and the chat template: tokenizer_config.json, else config.json's ids.
   const std::string tc_source = (fs::path(parts.dir) / "tokenizer_config.json").string();
   const json tcj = parts.tokenizer_config ? parse_json_input(*parts.tokenizer_config, tc_source) : json::object();
-  const Fields tc(tcj, tc_source);
+  const JsonFields tc(tcj, tc_source);
   auto special = [&](const char* token_key, const char* id_key, const char* gguf_key) {
     if (const auto text = config_token(tc, token_key)) {
       const auto it = ids.find(*text);
@@ -393,8 +349,8 @@ void add_tokenizer(const HfFolderParts& parts, uint64_t n_vocab, const Fields& c
   special("bos_token", "bos_token_id", "tokenizer.ggml.bos_token_id");
   special("eos_token", "eos_token_id", "tokenizer.ggml.eos_token_id");
   special("pad_token", "pad_token_id", "tokenizer.ggml.padding_token_id");
-  kv.emplace_back("tokenizer.ggml.add_bos_token", bool_value(tc.flag("add_bos_token", false)));
-  kv.emplace_back("tokenizer.ggml.add_eos_token", bool_value(tc.flag("add_eos_token", false)));
+  kv.emplace_back("tokenizer.ggml.add_bos_token", bool_value(tc.flag("add_bos_token").value_or(false)));
+  kv.emplace_back("tokenizer.ggml.add_eos_token", bool_value(tc.flag("add_eos_token").value_or(false)));
   std::string chat;
   if (const json* ct = tc.find("chat_template")) {
     if (ct->is_string()) {
@@ -420,8 +376,8 @@ bool is_model_folder(const std::string& path) {
 std::unique_ptr<GgufFile> assemble_hf_model(HfFolderParts parts) {
   const std::string cpath = (fs::path(parts.dir) / "config.json").string();
   const json cj = parse_json_input(parts.config, cpath);
-  const Fields cfg(cj, cpath);
-  const std::string type = cfg.string("model_type");
+  const JsonFields cfg(cj, cpath);
+  const std::string type = need_string(cfg, "model_type");
   if (type != "llama" && type != "qwen2" && type != "qwen3")
     fail("{}: model_type '{}' is not read from HF folders (llama, qwen2, qwen3 are; convert others to GGUF)", cpath,
          excerpt(type, 40));
@@ -430,9 +386,9 @@ std::unique_ptr<GgufFile> assemble_hf_model(HfFolderParts parts) {
   std::error_code ec;
   kv.emplace_back("general.name", string_value(fs::absolute(parts.dir, ec).lexically_normal().filename().string()));
   add_hparams(cfg, type, kv);
-  const uint64_t heads = cfg.size("num_attention_heads");
-  Weights w = translate_weights(parts.weights, type, heads, cfg.size("num_key_value_heads", heads));
-  add_tokenizer(parts, cfg.size("vocab_size"), cfg, kv);
+  const uint64_t heads = need_count(cfg, "num_attention_heads");
+  Weights w = translate_weights(parts.weights, type, heads, cfg.count("num_key_value_heads").value_or(heads));
+  add_tokenizer(parts, need_count(cfg, "vocab_size"), cfg, kv);
   return std::make_unique<GgufFile>(parts.dir, std::move(kv), std::move(w.tensors), std::move(w.maps),
                                     std::move(w.owned));
 }

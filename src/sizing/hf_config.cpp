@@ -26,96 +26,53 @@ uint64_t add(uint64_t a, uint64_t b) {
 
 using nlohmann::json;
 
-// Fields of one config section (the top level, or its text_config) with
-// errors that name the file and the field's full path.
+// The section a config describes the decoder in: its text_config when it has
+// one (a multimodal model's), else the top level.
+const json& text_section(const json& top, const std::string& source) {
+  if (auto it = top.find("text_config"); it != top.end() && !it->is_null()) {
+    if (!it->is_object()) fail("{}: 'text_config' must be an object", source);
+    return *it;
+  }
+  return top;
+}
+
+// Fields of the config's section, with errors that name the file and the
+// field's full path; dtype and tying are looked up at the top level too.
 class ConfigSection {
  public:
-  ConfigSection(const json& top, const std::string& source) : top_(top), source_(source) {
-    if (!top.is_object()) fail("{}: a config must be a JSON object", source);
-    sec_ = &top;
-    if (auto it = top.find("text_config"); it != top.end() && !it->is_null()) {
-      if (!it->is_object()) fail("{}: 'text_config' must be an object", source);
-      sec_ = &*it;
-      prefix_ = "text_config.";
-    }
-  }
+  ConfigSection(const json& top, const std::string& source)
+      : top_(top, source),  // first: refuses a config that is not an object
+        sec_(text_section(top, source), source, &text_section(top, source) == &top ? "" : "text_config.") {}
 
-  bool nested() const { return sec_ != &top_; }
+  bool nested() const { return !sec_.prefix().empty(); }
 
   std::optional<int64_t> get_int(const char* key) const {
-    const json* v = find(*sec_, key);
-    if (v == nullptr) return std::nullopt;
-    if (!v->is_number_integer())
-      fail("{}: '{}{}' must be a whole number, not {}", source_, prefix_, key, describe_json(*v));
-    if (v->is_number_unsigned() ? v->get<uint64_t>() > static_cast<uint64_t>(kMaxModelDim) : v->get<int64_t>() > kMaxModelDim)
-      fail("{}: '{}{}' = {} is too large", source_, prefix_, key, describe_json(*v));
-    const int64_t x = v->get<int64_t>();
-    if (x <= 0) fail("{}: '{}{}' is {}; it must be positive", source_, prefix_, key, x);
-    return x;
+    const auto v = sec_.count(key, static_cast<uint64_t>(kMaxModelDim));
+    return v ? std::optional<int64_t>(static_cast<int64_t>(*v)) : std::nullopt;
   }
-
   int64_t require_int(const char* key, const char* needed_for) const {
-    if (auto v = get_int(key)) return *v;
-    fail("{}: missing '{}{}' (needed for {})", source_, prefix_, key, needed_for);
+    return sec_.required(get_int(key), key, needed_for);
   }
-
-  // The section's value, else the top level's (dtype and tying often live there).
-  const json* find_either(const char* key) const {
-    if (const json* v = find(*sec_, key)) return v;
-    return find(top_, key);
-  }
-
+  // The section's value, else the top level's.
   std::optional<std::string> get_string_either(const char* key) const {
-    const json* v = find_either(key);
-    if (v == nullptr) return std::nullopt;
-    if (!v->is_string()) fail("{}: '{}' must be a string, not {}", source_, key, describe_json(*v));
-    return v->get<std::string>();
+    return sec_.find(key) ? sec_.string(key) : top_.string(key);
   }
-
   std::optional<bool> get_bool_either(const char* key) const {
-    const json* v = find_either(key);
-    if (v == nullptr) return std::nullopt;
-    if (!v->is_boolean()) fail("{}: '{}' must be true or false, not {}", source_, key, describe_json(*v));
-    return v->get<bool>();
+    return sec_.find(key) ? sec_.flag(key) : top_.flag(key);
   }
-
   // The weights' dtype name: torch_dtype or dtype, in the section first.
   std::optional<std::string> weights_dtype() const {
-    for (const json* j : {sec_, &top_})
+    for (const JsonFields* f : {&sec_, &top_})
       for (const char* key : {"torch_dtype", "dtype"})
-        if (const json* v = find(*j, key)) {
-          if (!v->is_string()) fail("{}: '{}' must be a string, not {}", source_, key, describe_json(*v));
-          return v->get<std::string>();
-        }
+        if (auto v = f->string(key)) return v;
     return std::nullopt;
   }
-
-  // A list of strings in the section (e.g. layer_types), or nullopt when absent.
-  std::optional<std::vector<std::string>> get_strings(const char* key) const {
-    const json* v = find(*sec_, key);
-    if (v == nullptr) return std::nullopt;
-    if (!v->is_array()) fail("{}: '{}{}' must be a list of strings, not {}", source_, prefix_, key, describe_json(*v));
-    std::vector<std::string> out;
-    for (const json& e : *v) {
-      if (!e.is_string())
-        fail("{}: '{}{}' must be a list of strings; it holds {}", source_, prefix_, key, describe_json(e));
-      out.push_back(e.get<std::string>());
-    }
-    return out;
-  }
-
-  const std::string& prefix() const { return prefix_; }
+  // A list of strings in the section (e.g. layer_types).
+  std::optional<std::vector<std::string>> get_strings(const char* key) const { return sec_.strings(key); }
+  const std::string& prefix() const { return sec_.prefix(); }
 
  private:
-  static const json* find(const json& j, const char* key) {
-    auto it = j.find(key);
-    return it == j.end() || it->is_null() ? nullptr : &*it;
-  }
-
-  const json& top_;
-  const json* sec_ = nullptr;
-  std::string source_;
-  std::string prefix_;
+  JsonFields top_, sec_;
 };
 
 // Sliding-window layers hold only the window. Which layers: "layer_types"

@@ -520,9 +520,9 @@ TEST(KvPlanErrors, BadConfigs) {
                 .head_dim,
             64);
   expect_error(cfg(R"({"num_hidden_layers": 0, "num_attention_heads": 9, "hidden_size": 576})"),
-               {"cfg.json", "'num_hidden_layers' is 0", "positive"});
+               {"cfg.json", "'num_hidden_layers' must be a positive whole number, not 0"});
   expect_error(cfg(R"({"num_hidden_layers": 30, "num_attention_heads": -9, "hidden_size": 576})"),
-               {"cfg.json", "'num_attention_heads' is -9"});
+               {"cfg.json", "'num_attention_heads' must be a positive whole number, not -9"});
   expect_error(cfg(R"({"num_hidden_layers": 30.5, "num_attention_heads": 9, "hidden_size": 576})"),
                {"cfg.json", "'num_hidden_layers'", "whole number"});
   expect_error(cfg(R"({"num_hidden_layers": "30", "num_attention_heads": 9, "hidden_size": 576})"),
