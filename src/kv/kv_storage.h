@@ -33,7 +33,7 @@ class KvStorage {
   int64_t n_blocks() const { return n_blocks_; }
   int64_t n_window_blocks() const { return n_window_blocks_; }
   bool window_layer(int64_t layer) const { return !window_layers_.empty() && window_layers_[layer]; }
-  bool has_window_layers() const { return n_window_layers_ > 0; }
+  int64_t n_window_layers() const { return n_window_layers_; }
   DType type() const { return type_; }
   uint64_t bytes() const { return 2 * half_bytes_; }
   static uint64_t planned_bytes(const KvShape& shape, int64_t block_size, int64_t n_blocks, DType type,

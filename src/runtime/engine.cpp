@@ -180,7 +180,14 @@ int64_t Engine::running() const {
 uint64_t Engine::block_bytes() const {
   return 2 * cache_.storage().block_bytes() * static_cast<uint64_t>(model_.config().n_layer);
 }
-uint64_t Engine::held_bytes() const { return static_cast<uint64_t>(cache_.stats().blocks_used) * block_bytes(); }
+uint64_t Engine::held_bytes() const {
+  // Full layers per block in use; window layers per window slot in use.
+  const KvCacheStats st = cache_.stats();
+  const uint64_t per_layer = 2 * cache_.storage().block_bytes();
+  const auto window_layers = static_cast<uint64_t>(cache_.storage().n_window_layers());
+  return static_cast<uint64_t>(st.blocks_used) * per_layer * (static_cast<uint64_t>(model_.config().n_layer) - window_layers) +
+         static_cast<uint64_t>(st.window_slots_used) * per_layer * window_layers;
+}
 
 void Engine::preempt(Seq& s) {
   cache_.free_sequence(*s.kv);

@@ -96,7 +96,8 @@ class Engine {
   const Model& model() const { return model_; }
   KvCacheStats cache_stats() const { return cache_.stats(); }
   const Counters& counters() const { return counters_; }
-  // Bytes of K/V the sequences hold now (blocks in use x bytes per block, all layers).
+  // Bytes of K/V the sequences hold now: blocks in use for the full layers,
+  // window slots in use for the sliding-window layers.
   uint64_t held_bytes() const;
   uint64_t block_bytes() const;  // one block, all layers, K and V
 

@@ -19,6 +19,7 @@
 #include "kv/kv_storage.h"
 #include "llama_cpp_reference.h"
 #include "model_test_support.h"
+#include "runtime/engine.h"
 #include "runtime/session.h"
 #include "test_model_path.h"
 #include "tokenizer/tokenizer.h"
@@ -169,6 +170,42 @@ TEST(ModelGemma3, TheWindowLayersHoldOnlyTheWindow) {
   tight->truncate(100);
   EXPECT_EQ(tight->length(), 100);
   EXPECT_EQ(last_logits(*tight, all.subspan(100)), expect);
+}
+
+// The engine with two 600-token prompts and a window pool for two sequences
+// (2 x 34 blocks of 16, and 2 for a step of 32): prefills of 32 tokens a step
+// take back slots as they go, and each sequence ends with the logits a
+// session alone gives it, bit for bit; held bytes count window slots, not blocks.
+TEST(ModelGemma3, TheEngineRunsTwoSequencesThroughOneWindowPool) {
+  TALLY_NEED_GEMMA();
+  const auto fx = tally_test::load_fixture("model_gemma3/llama_cpp_greedy.json");
+  const auto all = fx["window_prompts"][0]["ids"].get<std::vector<int32_t>>();
+  ASSERT_GT(all.size(), 700u);
+  const std::vector<std::vector<int32_t>> prompts = {{all.begin(), all.begin() + 600},
+                                                     {all.begin() + 100, all.begin() + 700}};
+  tally::EngineOptions o;
+  o.n_ctx = 2048;
+  o.block_size = 16;
+  o.step_tokens = 32;
+  o.max_sequences = 2;
+  o.n_threads = 2;
+  tally::Engine e(*gemma(), o);
+  EXPECT_EQ(e.cache_stats().window_slots, 70);
+  std::vector<tally::Engine::Id> ids;
+  for (const auto& p : prompts) ids.push_back(*e.admit(p).id);
+  while (!e.ready(ids[0]) || !e.ready(ids[1])) e.step();
+  const auto st = e.cache_stats();
+  EXPECT_LE(st.window_slots_used, 70);
+  EXPECT_LT(e.held_bytes(), static_cast<uint64_t>(st.blocks_used) * e.block_bytes());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    tally::SessionOptions so;
+    so.n_ctx = 2048;
+    so.n_threads = 2;
+    tally::Session s(*gemma(), so);
+    const std::span<const float> expect = s.append(prompts[i]);
+    const std::span<const float> got = e.logits(ids[i]);
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), expect.begin(), expect.end())) << "sequence " << i;
+  }
 }
 
 TEST(ModelGemma3, GreedyMatchesLlamaCpp) {
