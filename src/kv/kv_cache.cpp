@@ -35,20 +35,6 @@ int64_t pool_blocks(int64_t n_ctx, int64_t block_size) {
   return (n_ctx + block_size - 1) / block_size;
 }
 
-// The window pool: per sequence a window range and the block being written
-// (plus one when a copy-on-write keeps the shared original), and one step's
-// blocks; never more than the full layers' pool.
-int64_t window_pool_blocks(const KvCacheOptions& o, int64_t n_blocks) {
-  if (o.window <= 0) return 0;
-  if (o.max_sequences < 1 || o.max_batch < 1)
-    fail("a KV cache with window layers needs max_sequences and max_batch of at least 1, got {} and {}",
-         o.max_sequences, o.max_batch);
-  const int64_t bs = o.block_size;
-  const int64_t per_seq = std::min(n_blocks, (o.window + bs - 1) / bs + 2);
-  const int64_t step = std::min(n_blocks, (o.max_batch + bs - 1) / bs);
-  return std::min(n_blocks, std::min(o.max_sequences, n_blocks) * per_seq + step);
-}
-
 bool any_window_layer(const KvCacheOptions& o) {
   return o.window > 0 && std::find(o.window_layers.begin(), o.window_layers.end(), true) != o.window_layers.end();
 }
@@ -70,11 +56,32 @@ uint64_t chain_key(uint64_t parent, std::span<const int32_t> tokens) {
 
 }  // namespace
 
+// The window pool: per sequence a window range and the block being written
+// (plus one when a copy-on-write keeps the shared original), and one step's
+// blocks; never more than the full layers' pool.
+int64_t kv_window_pool_blocks(const KvCacheOptions& o, int64_t n_blocks) {
+  if (!any_window_layer(o)) return 0;
+  if (o.max_sequences < 1 || o.max_batch < 1)
+    fail("a KV cache with window layers needs max_sequences and max_batch of at least 1, got {} and {}",
+         o.max_sequences, o.max_batch);
+  const int64_t bs = o.block_size;
+  const int64_t per_seq = std::min(n_blocks, (o.window + bs - 1) / bs + 2);
+  const int64_t step = std::min(n_blocks, (o.max_batch + bs - 1) / bs);
+  return std::min(n_blocks, std::min(o.max_sequences, n_blocks) * per_seq + step);
+}
+
+uint64_t kv_cache_planned_bytes(const KvShape& shape, const KvCacheOptions& o) {
+  const int64_t n_blocks = pool_blocks(o.n_ctx, o.block_size);
+  const int64_t window_layers = any_window_layer(o) ? std::count(o.window_layers.begin(), o.window_layers.end(), true) : 0;
+  return KvStorage::planned_bytes(shape, o.block_size, n_blocks, o.type, window_layers,
+                                  kv_window_pool_blocks(o, n_blocks));
+}
+
 KvCache::KvCache(const KvShape& shape, const KvCacheOptions& o)
     : storage_(shape, o.block_size, pool_blocks(o.n_ctx, o.block_size), o.type,
                o.budget_bytes ? o.budget_bytes : available_memory_bytes(),
                any_window_layer(o) ? o.window_layers : std::vector<bool>{},
-               any_window_layer(o) ? window_pool_blocks(o, pool_blocks(o.n_ctx, o.block_size)) : 0),
+               kv_window_pool_blocks(o, pool_blocks(o.n_ctx, o.block_size))),
       alloc_(storage_.n_blocks()),
       n_ctx_(o.n_ctx),
       prefix_cache_(o.prefix_cache),

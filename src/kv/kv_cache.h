@@ -67,6 +67,11 @@ struct KvCacheOptions {
   int64_t max_batch = 512;
 };
 
+// Blocks of the window layers' pool for a cache of n_blocks blocks with these
+// options (0 without window layers), and the bytes such a cache allocates.
+int64_t kv_window_pool_blocks(const KvCacheOptions& o, int64_t n_blocks);
+uint64_t kv_cache_planned_bytes(const KvShape& shape, const KvCacheOptions& o);
+
 // Counters since construction, and the pool's blocks now.
 struct KvCacheStats {
   uint64_t lookups = 0;       // prefix-cache lookups (sequences created from a prefix)

@@ -1,9 +1,12 @@
 #include "sizing/kv_plan.h"
 
+#include <algorithm>
+
 #include "core/byte_size.h"
 #include "core/checked_math.h"
 #include "core/error.h"
 #include "core/printable.h"
+#include "kv/kv_cache.h"
 
 namespace tally {
 namespace {
@@ -106,6 +109,22 @@ struct WindowedCache {
   }
 };
 
+// The pool Session builds for `tally run -c ctx` (runtime/session.cpp: blocks
+// of 32, one sequence, batches of up to 512).
+std::optional<uint64_t> run_allocation(const KvShape& shape, const KvPlanRequest& r, uint64_t ctx) {
+  if (ctx > static_cast<uint64_t>(kMaxContextTokens)) return std::nullopt;
+  KvCacheOptions o;
+  o.n_ctx = static_cast<int64_t>(ctx);
+  o.block_size = 32;
+  o.type = r.type;
+  o.window = static_cast<int64_t>(r.window);
+  o.window_layers.assign(static_cast<size_t>(shape.n_layer), false);
+  std::fill_n(o.window_layers.begin(), r.n_window_layers, true);  // which ones does not change the bytes
+  o.max_sequences = 1;
+  o.max_batch = std::min<int64_t>(512, o.n_ctx);
+  return kv_cache_planned_bytes(shape, o);
+}
+
 }  // namespace
 
 std::vector<KvLayoutPlan> plan_kv(const KvPlanRequest& r) {
@@ -140,6 +159,8 @@ std::vector<KvLayoutPlan> plan_kv(const KvPlanRequest& r) {
       const WindowedCache c{mul_or_fail(p.bytes_per_token, r.batch, "cache bytes per position"),
                             mul_or_fail(global_per_token, r.batch, "cache bytes per position"), r.window};
       for (uint64_t ctx : r.contexts) p.context_bytes.push_back(c.bytes(ctx));
+      if (r.batch == 1)
+        for (uint64_t ctx : r.contexts) p.allocated_bytes.push_back(run_allocation({s.n_layer, kv, s.head_dim}, r, ctx));
       if (r.weights_bytes) p.crossover_tokens = c.crossover(*r.weights_bytes);
       if (r.budget_bytes) {
         const uint64_t weights = r.weights_bytes.value_or(0);

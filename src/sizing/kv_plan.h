@@ -40,6 +40,10 @@ struct KvLayoutPlan {
   // With a sliding window: past the window only the global layers grow.
   std::optional<uint64_t> bytes_per_token_past_window;
   std::vector<uint64_t> context_bytes;
+  // With a sliding window and a batch of 1: what `tally run -c N` allocates
+  // (blocks of 32; the window layers' pool holds the window, a --batch of 512
+  // and two blocks), per context; nullopt past the largest context it takes.
+  std::vector<std::optional<uint64_t>> allocated_bytes;
   std::optional<uint64_t> crossover_tokens;  // when the weights are known
   std::optional<uint64_t> max_tokens;        // when a budget is given; kUnbounded: any context fits
 };

@@ -3,7 +3,7 @@
 # qwen2 (GGUF, Q4_K_M), qwen3 and llama (HF folders) of tests/fixtures/random_models,
 # and Gemma 3 270M when it is installed (scripts/fetch_model.sh gemma3-270m).
 # Each command must exit 0 and print something; what the numbers are is
-# checked by the unit tests, not here.
+# checked by the unit tests, not here (but for one: kv-plan's allocation on Gemma).
 # Usage: every_arch.sh path/to/tally   (EVERY_ARCH_TIMES=1 prints each command's milliseconds)
 set -u
 tally="$1"
@@ -57,5 +57,19 @@ for m in "${models[@]}"; do
   check "$n lab kv-quant" "$tally" lab kv-quant -m "$m" --text "$text" --contexts 64 --tokens 64 --greedy-tokens 4 \
     --prompt "It is a truth" -t 2
 done
+# The planner and the engine agree on the window pool: what kv-plan says
+# `run -c N` allocates is what run reports it allocated.
+if [ -f "$gemma" ]; then
+  planned=$("$tally" kv-plan -m "$gemma" --tokens 32768 --json |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["layouts"][0]["totals"][0]["allocated_bytes"])')
+  allocated=$("$tally" run -m "$gemma" -p "It is" -n 1 -c 32768 -t 2 --json |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["kv"]["cache_bytes"])')
+  if [ -n "$planned" ] && [ "$planned" = "$allocated" ]; then
+    passes=$((passes + 1))
+  else
+    echo "FAIL gemma: kv-plan says run -c 32768 allocates '$planned' bytes, run reports '$allocated'"
+    failures=$((failures + 1))
+  fi
+fi
 echo "every_arch: $passes passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -81,6 +81,7 @@ TEST(KvWindow, ThePoolHoldsAWindowAndAStepPerSequence) {
   EXPECT_EQ(c.stats().window_slots, 5);
   EXPECT_EQ(c.storage().bytes(), KvStorage::planned_bytes(kShape, 4, 16, DType::F32, 1, 5));
   EXPECT_EQ(c.storage().bytes(), 2u * (16 + 5) * 4 * 4 * 4);  // K and V, (16 + 5) layer-blocks of 4 x 4 floats
+  EXPECT_EQ(kv_cache_planned_bytes(kShape, windowed()), c.storage().bytes());  // what kv-plan shows
   const auto s = c.create_sequence();
   write(c, s, 0, 60);
   EXPECT_LE(c.stats().window_slots_used, 5);

@@ -101,6 +101,10 @@ void print_text(const ModelShape& s, const KvPlanRequest& r, const std::vector<K
     row = {fmt::format("{} tokens", r.contexts[i])};
     for (const auto& p : plans) row.push_back(format_bytes(p.context_bytes[i]));
     rows.push_back(row);
+    if (plans.front().allocated_bytes.empty()) continue;
+    row = {"  run allocates"};
+    for (const auto& p : plans) row.push_back(p.allocated_bytes[i] ? format_bytes(*p.allocated_bytes[i]) : "-");
+    rows.push_back(row);
   }
   row = {"crossover"};
   for (const auto& p : plans) row.push_back(tokens_cell(p.crossover_tokens));
@@ -121,6 +125,9 @@ void print_text(const ModelShape& s, const KvPlanRequest& r, const std::vector<K
     fmt::print("{}\n", line);
   }
   fmt::print("\ncrossover: the context at which one decode step reads as many cache bytes as weight bytes\n");
+  if (!plans.front().allocated_bytes.empty())
+    fmt::print("run allocates: the pool of `tally run -c N`: blocks of 32, and on the window layers the window,\n"
+               "  a --batch of 512 and two blocks\n");
   if (r.budget_bytes) fmt::print("fits budget: the longest context whose cache fits beside the weights\n");
 }
 
@@ -134,7 +141,9 @@ void print_json(const ModelShape& s, const KvPlanRequest& r, const std::vector<K
   for (const auto& p : plans) {
     nlohmann::json totals = nlohmann::json::array();
     for (size_t i = 0; i < r.contexts.size(); ++i)
-      totals.push_back({{"tokens", r.contexts[i]}, {"bytes", p.context_bytes[i]}});
+      totals.push_back({{"tokens", r.contexts[i]},
+                        {"bytes", p.context_bytes[i]},
+                        {"allocated_bytes", i < p.allocated_bytes.size() ? opt(p.allocated_bytes[i]) : nullptr}});
     layouts.push_back({{"layout", p.name},
                        {"attention", attention_kind(s.n_head, p.n_kv_head)},
                        {"kv_heads", p.n_kv_head},
