@@ -205,24 +205,31 @@ int32_t KvCache::fresh_block(bool with_slot) {
   const auto b = alloc_.allocate();
   if (!b) fail("KV cache out of blocks ({} in the pool)", alloc_.total_blocks());
   if (!windowed()) return *b;
-  int32_t& slot = window_slot_[*b];  // an evicted cached block may bring its old slot along
-  if (with_slot && slot < 0) {
-    if (free_slots_.empty()) fail("KV cache out of window slots ({} in the pool)", storage_.n_window_blocks());
-    slot = free_slots_.back();
-    free_slots_.pop_back();
-  } else if (!with_slot && slot >= 0) {
-    free_slots_.push_back(slot);
-    slot = -1;
+  // An evicted cached block may bring its old slot along.
+  if (with_slot) {
+    give_slot(*b);
+  } else {
+    drop_slot(*b);
   }
   return *b;
 }
 
+void KvCache::give_slot(int32_t block) {
+  if (window_slot_[block] >= 0) return;
+  if (free_slots_.empty()) fail("KV cache out of window slots ({} in the pool)", storage_.n_window_blocks());
+  window_slot_[block] = free_slots_.back();
+  free_slots_.pop_back();
+}
+
+void KvCache::drop_slot(int32_t block) {
+  if (window_slot_[block] < 0) return;
+  free_slots_.push_back(window_slot_[block]);
+  window_slot_[block] = -1;
+}
+
 void KvCache::release_block(int32_t block) {
   alloc_.release(block);
-  if (windowed() && window_slot_[block] >= 0 && alloc_.owners(block) == 0 && !alloc_.keyed(block)) {
-    free_slots_.push_back(window_slot_[block]);
-    window_slot_[block] = -1;
-  }
+  if (windowed() && alloc_.owners(block) == 0 && !alloc_.keyed(block)) drop_slot(block);
 }
 
 int64_t KvCache::window_first_block(int64_t length) const {
@@ -260,10 +267,7 @@ int64_t KvCache::available_blocks() const {
 void KvCache::take_back_window_slots() {
   const std::vector<uint8_t> needed = window_needed();
   for (size_t b = 0; b < window_slot_.size(); ++b)
-    if (window_slot_[b] >= 0 && !needed[b]) {
-      free_slots_.push_back(window_slot_[b]);
-      window_slot_[b] = -1;
-    }
+    if (!needed[b]) drop_slot(static_cast<int32_t>(b));
   for (Sequence& s : seqs_)
     if (s.live) sync_window(s);
 }
@@ -403,10 +407,7 @@ void KvCache::trim_window(SeqId seq) {
   if (!windowed()) return;
   for (int64_t i = 0; i < window_first_block(s.length); ++i) {
     const int32_t b = s.blocks[static_cast<size_t>(i)];
-    if (window_slot_[b] >= 0 && alloc_.owners(b) == 1 && !alloc_.keyed(b)) {
-      free_slots_.push_back(window_slot_[b]);
-      window_slot_[b] = -1;
-    }
+    if (alloc_.owners(b) == 1 && !alloc_.keyed(b)) drop_slot(b);
   }
   sync_window(s);
 }
@@ -488,10 +489,7 @@ void KvCache::remove_positions(SeqId seq, int64_t from, int64_t n,
     } else {
       alloc_.unkey(b);
     }
-    if (windowed() && moved[i] && window_slot_[s.blocks[i]] < 0) {
-      window_slot_[s.blocks[i]] = free_slots_.back();
-      free_slots_.pop_back();
-    }
+    if (windowed() && moved[i]) give_slot(s.blocks[i]);
   }
   // Values move as stored bytes; keys go through f32 (dequantized, fixed,
   // stored again: a quantized key is requantized once per slide).
@@ -510,10 +508,7 @@ void KvCache::remove_positions(SeqId seq, int64_t from, int64_t n,
     }
   // A block that kept no moved positions holds stale ones: its slot goes.
   for (size_t d = first; windowed() && d < s.blocks.size(); ++d)
-    if (!moved[d] && window_slot_[s.blocks[d]] >= 0) {
-      free_slots_.push_back(window_slot_[s.blocks[d]]);
-      window_slot_[s.blocks[d]] = -1;
-    }
+    if (!moved[d]) drop_slot(s.blocks[d]);
   sync_window(s);
   if (s.keyable) s.tokens.erase(s.tokens.begin() + from, s.tokens.begin() + from + n);
   if (static_cast<int64_t>(s.keys.size()) > from / bs) s.keys.resize(static_cast<size_t>(from / bs));

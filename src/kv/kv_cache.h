@@ -208,6 +208,8 @@ class KvCache {
   bool window_held(const std::vector<int32_t>& blocks, int64_t first, int64_t end) const;
   int32_t fresh_block(bool with_slot);  // allocate(), with a window slot or without
   void release_block(int32_t block);    // alloc_.release(), and the slot back once the block is free
+  void give_slot(int32_t block);        // a free slot for block, unless it has one (fails when none is free)
+  void drop_slot(int32_t block);        // block's slot, if any, back to the free ones
   // Makes `n` slots free, taking back those of blocks outside every window range; false if it cannot.
   bool reserve_window_slots(int64_t n);
   void take_back_window_slots();  // every slot of a block outside every sequence's window range
