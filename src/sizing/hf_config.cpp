@@ -28,12 +28,12 @@ using nlohmann::json;
 
 // The section a config describes the decoder in: its text_config when it has
 // one (a multimodal model's), else the top level.
-const json& text_section(const json& top, const std::string& source) {
+JsonFields text_section(const json& top, const std::string& source) {
   if (auto it = top.find("text_config"); it != top.end() && !it->is_null()) {
     if (!it->is_object()) fail("{}: 'text_config' must be an object", source);
-    return *it;
+    return JsonFields(*it, source, "text_config.");
   }
-  return top;
+  return JsonFields(top, source);
 }
 
 // Fields of the config's section, with errors that name the file and the
@@ -42,7 +42,7 @@ class ConfigSection {
  public:
   ConfigSection(const json& top, const std::string& source)
       : top_(top, source),  // first: refuses a config that is not an object
-        sec_(text_section(top, source), source, &text_section(top, source) == &top ? "" : "text_config.") {}
+        sec_(text_section(top, source)) {}
 
   bool nested() const { return !sec_.prefix().empty(); }
 
