@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <set>
 
 #include "core/error.h"
+#include "core/half.h"
 #include "core/printable.h"
 #include "io/json_input.h"
 #include "io/safetensors.h"
@@ -33,6 +35,7 @@ GgufValue typed(GgufType t) {
 GgufValue u64_value(uint64_t v) { auto x = typed(GgufType::U64); x.u = v; return x; }
 GgufValue i32_value(int32_t v) { auto x = typed(GgufType::I32); x.i = v; return x; }
 GgufValue f64_value(double v) { auto x = typed(GgufType::F64); x.f = v; return x; }
+GgufValue f32_value(float v) { auto x = typed(GgufType::F32); x.f = v; return x; }
 GgufValue bool_value(bool v) { auto x = typed(GgufType::BOOL); x.u = v ? 1 : 0; return x; }
 GgufValue string_value(std::string v) { auto x = typed(GgufType::STRING); x.s = std::move(v); return x; }
 GgufValue array_value(GgufType elem, std::vector<GgufValue> items) {
@@ -55,28 +58,86 @@ std::string need_string(const JsonFields& f, const char* key) { return f.require
 
 // ---- config.json -> <arch>.* ----------------------------------------------
 
-void add_hparams(const JsonFields& cfg, const std::string& arch, std::vector<std::pair<std::string, GgufValue>>& kv) {
-  auto put = [&](const char* key, GgufValue v) { kv.emplace_back(arch + "." + key, std::move(v)); };
-  const uint64_t heads = need_count(cfg, "num_attention_heads");
-  put("block_count", u64_value(need_count(cfg, "num_hidden_layers")));
-  put("context_length", u64_value(need_count(cfg, "max_position_embeddings")));
-  put("embedding_length", u64_value(need_count(cfg, "hidden_size")));
-  put("feed_forward_length", u64_value(need_count(cfg, "intermediate_size")));
-  put("attention.head_count", u64_value(heads));
-  put("attention.head_count_kv", u64_value(cfg.count("num_key_value_heads").value_or(heads)));
+// The GGUF architecture of an HF model_type.
+std::string arch_of(const std::string& model_type, const std::string& source) {
+  if (model_type == "llama" || model_type == "qwen2" || model_type == "qwen3") return model_type;
+  if (model_type == "gemma3_text") return "gemma3";
+  if (model_type == "gemma3")
+    fail("{}: model_type 'gemma3' is Gemma 3 with its vision tower; tally reads the text-only folders "
+         "(model_type gemma3_text, as google/gemma-3-270m and -1b ship)", source);
+  fail("{}: model_type '{}' is not read from HF folders (llama, qwen2, qwen3, gemma3_text are; convert others to GGUF)",
+       source, excerpt(model_type, 40));
+}
+
+// A RoPE base from a section holding rope_theta and rope_type (transformers 5's
+// rope_parameters); only the default RoPE is implemented.
+double rope_base(const JsonFields& p, double base) {
+  if (const json* t = p.find("rope_type"); t && *t != "default")
+    fail("{}: {}rope_type is {}: only the default RoPE is supported", p.source(), p.prefix(), describe_json(*t));
+  return p.number("rope_theta").value_or(base);
+}
+
+// A field that must hold `want` (or be absent) for tally's forward pass to be this model's.
+void expect_field(const JsonFields& cfg, const char* key, const json& want, const char* why) {
+  if (const json* v = cfg.find(key); v && *v != want)
+    fail("{}: '{}' is {}: {}", cfg.source(), key, describe_json(*v), why);
+}
+
+// Gemma 3 (transformers' Gemma3TextConfig defaults where a field is absent):
+// head_dim, the sliding window and its layer pattern, and a RoPE base for
+// each kind of layer.
+void add_gemma3_hparams(const JsonFields& cfg, const std::function<void(const char*, GgufValue)>& put) {
+  const uint64_t head_dim = cfg.count("head_dim").value_or(256);
+  put("attention.key_length", u64_value(head_dim));
+  put("attention.value_length", u64_value(head_dim));
+  if (const json* s = cfg.find("query_pre_attn_scalar"); s && !(s->is_number() && s->get<double>() == double(head_dim)))
+    fail("{}: 'query_pre_attn_scalar' is {}: tally scales attention by 1/sqrt(head_dim) (head_dim {})", cfg.source(),
+         describe_json(*s), head_dim);
+  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"})
+    if (const json* v = cfg.find(key)) fail("{}: '{}' is {}: soft-capping is not implemented", cfg.source(), key, describe_json(*v));
+  expect_field(cfg, "attention_bias", false, "Gemma 3 with attention biases is not supported");
+  expect_field(cfg, "use_bidirectional_attention", false, "tally runs causal attention only");
+  const json* act = cfg.find("hidden_activation");
+  if (!act) act = cfg.find("hidden_act");
+  if (act && *act != "gelu_pytorch_tanh")
+    fail("{}: the activation is {}: gemma3 folders are read with gelu_pytorch_tanh only", cfg.source(), describe_json(*act));
+
+  put("attention.sliding_window", u64_value(need_count(cfg, "sliding_window")));
+  // tally's gemma3 layers follow Gemma 3's pattern: five sliding, then one global.
+  const uint64_t n_layer = need_count(cfg, "num_hidden_layers");
+  if (const json* lt = cfg.find("layer_types")) {
+    if (!lt->is_array() || lt->size() != n_layer)
+      fail("{}: 'layer_types' must list one type for each of the {} layers, not {}", cfg.source(), n_layer,
+           describe_json(*lt));
+    for (uint64_t i = 0; i < n_layer; ++i)
+      if ((*lt)[i] != ((i + 1) % 6 == 0 ? "full_attention" : "sliding_attention"))
+        fail("{}: layer_types[{}] is {}: tally runs Gemma 3's pattern of five sliding layers, then a global one",
+             cfg.source(), i, describe_json((*lt)[i]));
+  }
+  for (const char* key : {"sliding_window_pattern", "_sliding_window_pattern"})
+    expect_field(cfg, key, 6, "tally runs Gemma 3's pattern of five sliding layers, then a global one");
+
+  // transformers 5: rope_parameters per layer type; earlier: rope_theta and rope_local_base_freq.
+  if (const json* rs = cfg.find("rope_scaling"))
+    fail("{}: 'rope_scaling' is {}: only the default RoPE is supported", cfg.source(), describe_json(*rs));
+  double global = cfg.number("rope_theta").value_or(1000000.0);
+  double local = cfg.number("rope_local_base_freq").value_or(10000.0);
+  if (const json* rp = cfg.find("rope_parameters")) {
+    const JsonFields p(*rp, cfg.source(), "rope_parameters.");
+    if (const json* g = p.find("full_attention")) global = rope_base(JsonFields(*g, cfg.source(), "rope_parameters.full_attention."), global);
+    if (const json* l = p.find("sliding_attention")) local = rope_base(JsonFields(*l, cfg.source(), "rope_parameters.sliding_attention."), local);
+  }
+  put("rope.freq_base", f64_value(global));
+  put("rope.freq_base_swa", f64_value(local));
+}
+
+// llama, qwen2, qwen3: silu, one RoPE base.
+void add_llama_hparams(const JsonFields& cfg, const std::string& arch, const std::function<void(const char*, GgufValue)>& put) {
   if (const auto hd = cfg.count("head_dim")) put("attention.key_length", u64_value(*hd));
-  put("vocab_size", u64_value(need_count(cfg, "vocab_size")));
-  put("attention.layer_norm_rms_epsilon", f64_value(cfg.number("rms_norm_eps").value_or(1e-6)));
   // transformers 5 keeps the base and the scaling in rope_parameters, earlier
   // versions in rope_theta and rope_scaling. Scaled RoPE is not implemented.
   double base = cfg.number("rope_theta").value_or(10000.0);
-  if (const json* rp = cfg.find("rope_parameters")) {
-    const JsonFields p(*rp, cfg.source(), "rope_parameters.");
-    base = p.number("rope_theta").value_or(base);
-    if (const json* t = p.find("rope_type"); t && *t != "default")
-      fail("{}: rope_parameters.rope_type is {}: only the default RoPE is supported", cfg.source(),
-           describe_json(*t));
-  }
+  if (const json* rp = cfg.find("rope_parameters")) base = rope_base(JsonFields(*rp, cfg.source(), "rope_parameters."), base);
   if (const json* rs = cfg.find("rope_scaling"))
     fail("{}: 'rope_scaling' is {}: only the default RoPE is supported", cfg.source(), describe_json(*rs));
   if (const json* act = cfg.find("hidden_act"); act && *act != "silu")
@@ -86,21 +147,54 @@ void add_hparams(const JsonFields& cfg, const std::string& arch, std::vector<std
   put("rope.freq_base", f64_value(base));
 }
 
+void add_hparams(const JsonFields& cfg, const std::string& arch, std::vector<std::pair<std::string, GgufValue>>& kv) {
+  const std::function<void(const char*, GgufValue)> put = [&](const char* key, GgufValue v) {
+    kv.emplace_back(arch + "." + key, std::move(v));
+  };
+  const uint64_t heads = need_count(cfg, "num_attention_heads");
+  put("block_count", u64_value(need_count(cfg, "num_hidden_layers")));
+  put("context_length", u64_value(need_count(cfg, "max_position_embeddings")));
+  put("embedding_length", u64_value(need_count(cfg, "hidden_size")));
+  put("feed_forward_length", u64_value(need_count(cfg, "intermediate_size")));
+  put("attention.head_count", u64_value(heads));
+  put("attention.head_count_kv", u64_value(cfg.count("num_key_value_heads").value_or(heads)));
+  put("vocab_size", u64_value(need_count(cfg, "vocab_size")));
+  put("attention.layer_norm_rms_epsilon", f64_value(cfg.number("rms_norm_eps").value_or(1e-6)));
+  if (arch == "gemma3")
+    add_gemma3_hparams(cfg, put);
+  else
+    add_llama_hparams(cfg, arch, put);
+}
+
 // ---- safetensors -> GGUF tensors ------------------------------------------
 
-// HF parameter (after "model.") -> GGUF tensor, for the llama-style decoders.
-const std::map<std::string, std::string, std::less<>>& layer_names() {
-  static const std::map<std::string, std::string, std::less<>> m = {
+// HF parameter (after "model.layers.N.") -> GGUF tensor. Gemma 3 has a norm
+// before and after each sub-block; the others one before each.
+const std::map<std::string, std::string, std::less<>>& layer_names(const std::string& arch) {
+  using Names = std::map<std::string, std::string, std::less<>>;
+  static const Names common = {
       {"input_layernorm", "attn_norm"},      {"self_attn.q_proj", "attn_q"},     {"self_attn.k_proj", "attn_k"},
       {"self_attn.v_proj", "attn_v"},        {"self_attn.o_proj", "attn_output"}, {"self_attn.q_norm", "attn_q_norm"},
-      {"self_attn.k_norm", "attn_k_norm"},   {"post_attention_layernorm", "ffn_norm"},
-      {"mlp.gate_proj", "ffn_gate"},         {"mlp.up_proj", "ffn_up"},          {"mlp.down_proj", "ffn_down"},
+      {"self_attn.k_norm", "attn_k_norm"},   {"mlp.gate_proj", "ffn_gate"},      {"mlp.up_proj", "ffn_up"},
+      {"mlp.down_proj", "ffn_down"},
   };
-  return m;
+  static const Names llama = [] {
+    Names m = common;
+    m.emplace("post_attention_layernorm", "ffn_norm");
+    return m;
+  }();
+  static const Names gemma3 = [] {
+    Names m = common;
+    m.emplace("post_attention_layernorm", "post_attention_norm");
+    m.emplace("pre_feedforward_layernorm", "ffn_norm");
+    m.emplace("post_feedforward_layernorm", "post_ffw_norm");
+    return m;
+  }();
+  return arch == "gemma3" ? gemma3 : llama;
 }
 
 // The GGUF name of an HF tensor; "" for one that carries no weight (inv_freq).
-std::string gguf_name(const std::string& hf, const std::string& source) {
+std::string gguf_name(const std::string& hf, const std::string& arch, const std::string& source) {
   std::string_view n = hf;
   if (n.ends_with("rotary_emb.inv_freq")) return "";
   if (n == "lm_head.weight") return "output.weight";
@@ -113,15 +207,36 @@ std::string gguf_name(const std::string& hf, const std::string& source) {
     const size_t last = n.rfind('.');
     if (dot != std::string_view::npos && last > dot) {
       const std::string_view block = n.substr(0, dot);
-      const auto it = layer_names().find(n.substr(dot + 1, last - dot - 1));
+      const auto& names = layer_names(arch);
+      const auto it = names.find(n.substr(dot + 1, last - dot - 1));
       if (!block.empty() && block.size() < 10 &&
           std::all_of(block.begin(), block.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
-          it != layer_names().end())
+          it != names.end())
         return fmt::format("blk.{}.{}{}", block, it->second, n.substr(last));
     }
   }
   fail("{}: tensor '{}' is not one tally knows how to use (a different architecture, or an adapter?)", source,
        excerpt(hf, 80));
+}
+
+// Gemma's RMSNorm scales by 1 + w (HF keeps w); GGUF files hold 1 + w, as
+// the converter writes it: a float32 copy.
+std::unique_ptr<uint8_t[]> shifted_norm(const SafetensorsTensor& t) {
+  const uint64_t n = t.n_bytes / traits(t.type).type_size;
+  auto out = std::make_unique<uint8_t[]>(n * sizeof(float));
+  for (uint64_t i = 0; i < n; ++i) {
+    float w;
+    if (t.type == DType::F32) {
+      std::memcpy(&w, t.data + 4 * i, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, t.data + 2 * i, 2);
+      w = t.type == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+    }
+    w += 1.0f;
+    std::memcpy(out.get() + 4 * i, &w, 4);
+  }
+  return out;
 }
 
 // llama's converter permutes the rows of q and k so that RoPE's pairs are
@@ -181,7 +296,7 @@ Weights translate_weights(std::vector<SafetensorsFile>& files, const std::string
   for (SafetensorsFile& st : files) {
     for (const SafetensorsTensor& t : st.tensors()) {
       GgufTensorInfo ti;
-      ti.name = gguf_name(t.name, st.path());
+      ti.name = gguf_name(t.name, arch, st.path());
       if (ti.name.empty()) continue;
       ti.dims.assign(t.shape.rbegin(), t.shape.rend());
       if (ti.dims.empty()) ti.dims.push_back(1);
@@ -193,6 +308,11 @@ Weights translate_weights(std::vector<SafetensorsFile>& files, const std::string
       if (arch == "llama" && (q || k)) {
         w.owned.push_back(permute_rope_rows(t, q ? n_head : n_kv_head, st.path()));
         ti.data = w.owned.back().get();
+      } else if (arch == "gemma3" && ti.name.ends_with("norm.weight")) {
+        w.owned.push_back(shifted_norm(t));
+        ti.data = w.owned.back().get();
+        ti.type = DType::F32;
+        ti.n_bytes = ti.n_elements * sizeof(float);
       }
       w.tensors.push_back(std::move(ti));
     }
@@ -264,6 +384,79 @@ std::optional<std::string> config_token(const JsonFields& tc, const char* key) {
   fail("{}: '{}' must be a token (a string or {{\"content\": ...}}), not {}", tc.source(), key, describe_json(*v));
 }
 
+// The two tokenizer.json families tally reads: byte-level BPE (GPT-2's bytes
+// as characters; merges) and SentencePiece BPE as Gemma's folders hold it
+// (spaces as "▁", no prefix space, bytes without a token as <0xNN> tokens).
+// The second becomes a SentencePiece vocabulary whose scores rank tokens as
+// the merges do: the earlier a token's first merge, the higher its score.
+enum class TokenizerFamily { ByteLevel, SentencePiece };
+
+bool is_string_replace(const json& j, std::string_view from, std::string_view to) {
+  return j.is_object() && string_field(j, "type") == "Replace" && j.contains("pattern") && j["pattern"].is_object() &&
+         string_field(j["pattern"], "String") == from && string_field(j, "content") == to;
+}
+
+TokenizerFamily tokenizer_family(const JsonFields& t, const JsonFields& m) {
+  const std::string& source = t.source();
+  if (const std::string type = need_string(m, "type"); type != "BPE")
+    fail("{}: model type '{}' is not supported (BPE only)", source, excerpt(type, 40));
+  const json* decoder = t.find("decoder");
+  if (decoder && decoder->is_object() && string_field(*decoder, "type") == "ByteLevel") {
+    if (const json* norm = t.find("normalizer"); norm && !(norm->is_object() && string_field(*norm, "type") == "NFC"))
+      fail("{}: normalizer {} is not supported", source, describe_json(*norm));  // NFC: text is taken as given, as llama.cpp does
+    return TokenizerFamily::ByteLevel;
+  }
+  // Gemma: Replace("▁", " "), ByteFallback, Fuse.
+  const bool spm_decoder = decoder && decoder->is_object() && string_field(*decoder, "type") == "Sequence" &&
+                           decoder->contains("decoders") && (*decoder)["decoders"].is_array() &&
+                           (*decoder)["decoders"].size() == 3 &&
+                           is_string_replace((*decoder)["decoders"][0], "\xe2\x96\x81", " ") &&
+                           string_field((*decoder)["decoders"][1], "type") == "ByteFallback" &&
+                           string_field((*decoder)["decoders"][2], "type") == "Fuse";
+  if (!spm_decoder)
+    fail("{}: the decoder is neither ByteLevel nor SentencePiece's (Replace \"\xe2\x96\x81\", ByteFallback, Fuse)", source);
+  const json* norm = t.find("normalizer");
+  if (!norm || !is_string_replace(*norm, " ", "\xe2\x96\x81"))
+    fail("{}: normalizer {} is not supported (SentencePiece BPE is read with Replace \" \" -> \"\xe2\x96\x81\" only)",
+         source, norm ? describe_json(*norm) : std::string("null"));
+  // After that normalizer no space is left, so a split on " " changes nothing.
+  if (const json* pre = t.find("pre_tokenizer");
+      pre && !(pre->is_object() && string_field(*pre, "type") == "Split" && pre->contains("pattern") &&
+               (*pre)["pattern"].is_object() && string_field((*pre)["pattern"], "String") == " "))
+    fail("{}: pre_tokenizer {} is not supported with a SentencePiece BPE model", source, describe_json(*pre));
+  if (!m.flag("byte_fallback").value_or(false))
+    fail("{}: a SentencePiece BPE model without 'model.byte_fallback' is not supported", source);
+  return TokenizerFamily::SentencePiece;
+}
+
+// "<0x0A>": a byte token of SentencePiece's byte fallback.
+bool is_byte_token(std::string_view s) {
+  auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'F'); };
+  return s.size() == 6 && s.starts_with("<0x") && hex(s[3]) && hex(s[4]) && s[5] == '>';
+}
+
+// Whether the post-processor puts `token` first (`at_end`: last) in a single
+// sequence: how tokenizer.json says to add BOS (EOS) when the config does not.
+bool post_processor_adds(const json& tokenizer, const std::string& token, bool at_end) {
+  const auto pp = tokenizer.find("post_processor");
+  if (pp == tokenizer.end() || !pp->is_object()) return false;
+  std::vector<const json*> steps = {&*pp};
+  if (string_field(*pp, "type") == "Sequence" && pp->contains("processors") && (*pp)["processors"].is_array()) {
+    steps.clear();
+    for (const json& q : (*pp)["processors"]) steps.push_back(&q);
+  }
+  for (const json* q : steps) {
+    if (!q->is_object() || string_field(*q, "type") != "TemplateProcessing" || !q->contains("single") ||
+        !(*q)["single"].is_array() || (*q)["single"].empty())
+      continue;
+    const json& e = at_end ? (*q)["single"].back() : (*q)["single"].front();
+    if (e.is_object() && e.contains("SpecialToken") && e["SpecialToken"].is_object() &&
+        string_field(e["SpecialToken"], "id") == token)
+      return true;
+  }
+  return false;
+}
+
 void add_tokenizer(const HfFolderParts& parts, uint64_t n_vocab, const JsonFields& cfg,
                    std::vector<std::pair<std::string, GgufValue>>& kv) {
   const std::string source = (fs::path(parts.dir) / "tokenizer.json").string();
@@ -272,13 +465,9 @@ void add_tokenizer(const HfFolderParts& parts, uint64_t n_vocab, const JsonField
   const json* model = t.find("model");
   if (!model || !model->is_object()) fail("{}: no 'model' object", source);
   const JsonFields m(*model, source, "model.");
-  if (const std::string type = need_string(m, "type"); type != "BPE")
-    fail("{}: model type '{}' is not supported (byte-level BPE only)", source, excerpt(type, 40));
-  const json* decoder = t.find("decoder");
-  if (!decoder || !decoder->is_object() || string_field(*decoder, "type") != "ByteLevel")
-    fail("{}: the decoder is not ByteLevel; only byte-level BPE tokenizers are supported", source);
-  if (const json* norm = t.find("normalizer"); norm && !(norm->is_object() && string_field(*norm, "type") == "NFC"))
-    fail("{}: normalizer {} is not supported", source, describe_json(*norm));  // NFC: text is taken as given, as llama.cpp does
+  const TokenizerFamily family = tokenizer_family(t, m);
+  const bool spm = family == TokenizerFamily::SentencePiece;
+  const std::string unk = m.string("unk_token").value_or("");
 
   // Ids: the BPE vocabulary, then the added tokens (which may repeat vocabulary entries).
   std::map<uint64_t, std::pair<std::string, int64_t>> by_id;  // id -> (text, GGUF token type)
@@ -288,7 +477,8 @@ void add_tokenizer(const HfFolderParts& parts, uint64_t n_vocab, const JsonField
     if (!id.is_number_unsigned() || id.get<uint64_t>() >= n_vocab)
       fail("{}: model.vocab['{}'] = {} is not an id below the model's vocab_size {}", source, excerpt(text, 40),
            describe_json(id), n_vocab);
-    if (!by_id.emplace(id.get<uint64_t>(), std::pair{text, int64_t{1}}).second)
+    const int64_t type = spm && is_byte_token(text) ? 6 : !unk.empty() && text == unk ? 2 : 1;  // BYTE, UNKNOWN, NORMAL
+    if (!by_id.emplace(id.get<uint64_t>(), std::pair{text, type}).second)
       fail("{}: model.vocab gives id {} to two tokens", source, id.get<uint64_t>());
   }
   if (const json* added = t.find("added_tokens")) {
@@ -312,45 +502,69 @@ void add_tokenizer(const HfFolderParts& parts, uint64_t n_vocab, const JsonField
     ids.emplace(text, id);
     tokens.push_back(string_value(std::move(text)));
   }
-  std::vector<GgufValue> merges;
+  std::vector<std::pair<std::string, std::string>> merges;
   const json* mj = m.find("merges");
   if (!mj || !mj->is_array()) fail("{}: 'model.merges' must be a list", source);
   for (const json& x : *mj) {
-    if (x.is_string()) {
-      merges.push_back(string_value(x.get<std::string>()));
+    if (x.is_string() && x.get_ref<const std::string&>().find(' ') != std::string::npos) {
+      const std::string& s = x.get_ref<const std::string&>();
+      merges.emplace_back(s.substr(0, s.find(' ')), s.substr(s.find(' ') + 1));
     } else if (x.is_array() && x.size() == 2 && x[0].is_string() && x[1].is_string()) {
-      merges.push_back(string_value(x[0].get<std::string>() + " " + x[1].get<std::string>()));
+      merges.emplace_back(x[0].get<std::string>(), x[1].get<std::string>());
     } else {
       fail("{}: model.merges holds {}, not a merge", source, describe_json(x));
     }
   }
-  kv.emplace_back("tokenizer.ggml.model", string_value("gpt2"));
-  kv.emplace_back("tokenizer.ggml.pre", string_value(pre_name(tj, source)));
-  kv.emplace_back("tokenizer.ggml.tokens", array_value(GgufType::STRING, std::move(tokens)));
-  kv.emplace_back("tokenizer.ggml.token_type", array_value(GgufType::I32, std::move(types)));
-  kv.emplace_back("tokenizer.ggml.merges", array_value(GgufType::STRING, std::move(merges)));
-
+  if (spm) {
+    // Below every merge for the tokens no merge makes (bytes, characters, specials).
+    std::vector<GgufValue> scores(n_vocab, f32_value(-static_cast<float>(merges.size())));
+    for (size_t rank = merges.size(); rank-- > 0;) {
+      const auto it = ids.find(merges[rank].first + merges[rank].second);
+      if (it == ids.end())
+        fail("{}: model.merges[{}] makes '{}', which is not in the vocabulary", source, rank,
+             excerpt(merges[rank].first + merges[rank].second, 40));
+      scores[it->second].f = -static_cast<float>(rank);
+    }
+    kv.emplace_back("tokenizer.ggml.model", string_value("llama"));
+    kv.emplace_back("tokenizer.ggml.scores", array_value(GgufType::F32, std::move(scores)));
+    kv.emplace_back("tokenizer.ggml.add_space_prefix", bool_value(false));
+  } else {
+    std::vector<GgufValue> merge_strings;
+    for (const auto& [a, b] : merges) merge_strings.push_back(string_value(a + " " + b));
+    kv.emplace_back("tokenizer.ggml.model", string_value("gpt2"));
+    kv.emplace_back("tokenizer.ggml.pre", string_value(pre_name(tj, source)));
+    kv.emplace_back("tokenizer.ggml.merges", array_value(GgufType::STRING, std::move(merge_strings)));
+  }
   // Special tokens and the chat template: tokenizer_config.json, else config.json's ids.
   const std::string tc_source = (fs::path(parts.dir) / "tokenizer_config.json").string();
   const json tcj = parts.tokenizer_config ? parse_json_input(*parts.tokenizer_config, tc_source) : json::object();
   const JsonFields tc(tcj, tc_source);
-  auto special = [&](const char* token_key, const char* id_key, const char* gguf_key) {
+  auto special = [&](const char* token_key, const char* id_key, const char* gguf_key) -> std::optional<std::string> {
     if (const auto text = config_token(tc, token_key)) {
       const auto it = ids.find(*text);
       if (it == ids.end()) fail("{}: '{}' = \"{}\" is not a token of tokenizer.json", tc.source(), token_key, excerpt(*text, 40));
       kv.emplace_back(gguf_key, u64_value(it->second));
-    } else if (const json* id = cfg.find(id_key)) {
+      return text;
+    }
+    if (const json* id = cfg.find(id_key)) {
       const json& first = id->is_array() && !id->empty() ? (*id)[0] : *id;
       if (!first.is_number_unsigned() || first.get<uint64_t>() >= n_vocab)
         fail("{}: '{}' = {} is not a token id", cfg.source(), id_key, describe_json(*id));
       kv.emplace_back(gguf_key, u64_value(first.get<uint64_t>()));
+      return tokens[first.get<uint64_t>()].s;
     }
+    return std::nullopt;
   };
-  special("bos_token", "bos_token_id", "tokenizer.ggml.bos_token_id");
-  special("eos_token", "eos_token_id", "tokenizer.ggml.eos_token_id");
+  const auto bos = special("bos_token", "bos_token_id", "tokenizer.ggml.bos_token_id");
+  const auto eos = special("eos_token", "eos_token_id", "tokenizer.ggml.eos_token_id");
   special("pad_token", "pad_token_id", "tokenizer.ggml.padding_token_id");
-  kv.emplace_back("tokenizer.ggml.add_bos_token", bool_value(tc.flag("add_bos_token").value_or(false)));
-  kv.emplace_back("tokenizer.ggml.add_eos_token", bool_value(tc.flag("add_eos_token").value_or(false)));
+  if (const auto it = ids.find(unk); !unk.empty() && it != ids.end())
+    kv.emplace_back("tokenizer.ggml.unknown_token_id", u64_value(it->second));
+  // add_bos_token in tokenizer_config.json, else what the post-processor adds.
+  const bool add_bos = tc.flag("add_bos_token").value_or(bos && post_processor_adds(tj, *bos, false));
+  const bool add_eos = tc.flag("add_eos_token").value_or(eos && post_processor_adds(tj, *eos, true));
+  kv.emplace_back("tokenizer.ggml.add_bos_token", bool_value(add_bos));
+  kv.emplace_back("tokenizer.ggml.add_eos_token", bool_value(add_eos));
   std::string chat;
   if (const json* ct = tc.find("chat_template")) {
     if (ct->is_string()) {
@@ -364,6 +578,8 @@ void add_tokenizer(const HfFolderParts& parts, uint64_t n_vocab, const JsonField
     chat = *parts.chat_template;
   }
   if (!chat.empty()) kv.emplace_back("tokenizer.chat_template", string_value(std::move(chat)));
+  kv.emplace_back("tokenizer.ggml.tokens", array_value(GgufType::STRING, std::move(tokens)));
+  kv.emplace_back("tokenizer.ggml.token_type", array_value(GgufType::I32, std::move(types)));
 }
 
 }  // namespace
@@ -377,10 +593,7 @@ std::unique_ptr<GgufFile> assemble_hf_model(HfFolderParts parts) {
   const std::string cpath = (fs::path(parts.dir) / "config.json").string();
   const json cj = parse_json_input(parts.config, cpath);
   const JsonFields cfg(cj, cpath);
-  const std::string type = need_string(cfg, "model_type");
-  if (type != "llama" && type != "qwen2" && type != "qwen3")
-    fail("{}: model_type '{}' is not read from HF folders (llama, qwen2, qwen3 are; convert others to GGUF)", cpath,
-         excerpt(type, 40));
+  const std::string type = arch_of(need_string(cfg, "model_type"), cpath);
   std::vector<std::pair<std::string, GgufValue>> kv;
   kv.emplace_back("general.architecture", string_value(type));
   std::error_code ec;

@@ -7,8 +7,12 @@
 // with the dimensions reversed, and tokenizer.json (with tokenizer_config.json
 // and chat_template.jinja when present) becomes `tokenizer.ggml.*`.
 // Architectures: llama (q and k rows are permuted into adjacent RoPE pairs,
-// as the converter does, in a copy), qwen2, qwen3. Tokenizers: byte-level BPE
-// whose pre-tokenizer is one tally knows (gpt-2, smollm, qwen2, llama-bpe).
+// as the converter does, in a copy), qwen2, qwen3, gemma3 (model_type
+// gemma3_text; its norm weights w become 1 + w in a float32 copy, as the
+// converter writes them). Tokenizers: byte-level BPE whose pre-tokenizer is
+// one tally knows (gpt-2, smollm, qwen2, llama-bpe), and SentencePiece BPE
+// with byte fallback as Gemma's tokenizer.json holds it (read as a
+// SentencePiece vocabulary whose scores follow the merges' order).
 // Every error names the file and the field or tensor.
 #include <memory>
 #include <optional>

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every command on every supported architecture and source: the random-weight
-# qwen2 (GGUF, Q4_K_M), qwen3 and llama (HF folders) of tests/fixtures/random_models,
+# qwen2 (GGUF, Q4_K_M), qwen3, llama and gemma3 (HF folders) of tests/fixtures/random_models,
 # and Gemma 3 270M when it is installed (scripts/fetch_model.sh gemma3-270m).
 # Each command must exit 0 and print something; what the numbers are is
 # checked by the unit tests, not here (but for one: kv-plan's allocation on Gemma).
@@ -14,7 +14,8 @@ trap 'rm -rf "$tmp"' EXIT
 head -c 2500 "$fixtures/text/pride_and_prejudice_ch1.txt" >"$tmp/short.txt"  # a few windows: quick on Gemma too
 text="$tmp/short.txt"
 home="${TALLY_HOME:-$HOME/.cache/tally}"
-models=("$fixtures/random_models/qwen2-q4_k_m.gguf" "$fixtures/random_models/qwen3-hf" "$fixtures/random_models/llama-hf")
+models=("$fixtures/random_models/qwen2-q4_k_m.gguf" "$fixtures/random_models/qwen3-hf" "$fixtures/random_models/llama-hf"
+        "$fixtures/random_models/gemma3-hf")
 gemma="$home/models/gemma-3-270m-q4_k_m.gguf"
 if [ -f "$gemma" ]; then models+=("$gemma"); else echo "every_arch: $gemma not installed, skipped"; fi
 failures=0

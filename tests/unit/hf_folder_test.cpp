@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -163,7 +165,7 @@ TEST(HfFolder, RefusesWhatItCannotRead) {
     auto cfg = f.read("config.json");
     cfg["model_type"] = "mistral";
     f.write("config.json", cfg.dump());
-    expect_error([&] { tally::open_hf_folder(f.dir()); }, {"config.json", "model_type 'mistral'", "llama, qwen2, qwen3"});
+    expect_error([&] { tally::open_hf_folder(f.dir()); }, {"config.json", "model_type 'mistral'", "llama, qwen2, qwen3, gemma3_text"});
     cfg["model_type"] = "qwen3";
     cfg["rope_parameters"]["rope_type"] = "yarn";
     f.write("config.json", cfg.dump());
@@ -189,6 +191,93 @@ TEST(HfFolder, RefusesWhatItCannotRead) {
     f.write("model.safetensors.index.json", R"({"weight_map": {"model.norm.weight": "../escape.safetensors"}})");
     expect_error([&] { tally::open_hf_folder(f.dir()); }, {"is not a file of this folder"});
   }
+}
+
+// gemma3: the norm weights become 1 + w (the converter's shift), the layer
+// pattern and both RoPE bases come from config.json; bit for bit the model of
+// the converted GGUF, and transformers' within float tolerance (positions past
+// the 40-position window included).
+TEST(HfFolder, Gemma3IsTheModelOfItsConvertedGgufAndOfTransformers) {
+  const auto folder = tally::Model::load(fixture("gemma3-hf"));
+  const auto gguf = tally::Model::load(fixture("gemma3-f16.gguf"));
+  const auto& c = folder->config();
+  EXPECT_EQ(c.arch->name, "gemma3");
+  EXPECT_EQ(c.n_layer, 6);
+  EXPECT_EQ(c.n_kv_head, 1);
+  EXPECT_EQ(c.head_dim, 32);
+  EXPECT_EQ(c.window, 40);
+  EXPECT_FLOAT_EQ(c.rope_base, 1e6f);
+  EXPECT_FLOAT_EQ(c.rope_base_swa, 1e4f);
+  EXPECT_TRUE(folder->tied_output());
+  const auto fx = tally_test::load_fixture("random_models/gemma3-hf_logits.json");
+  tally_test::TopDiffs diffs;
+  int64_t decisive = 0;
+  for (const auto& p : fx["prompts"]) {
+    const auto ids = p["ids"].get<std::vector<int32_t>>();
+    const auto ours = all_logits(*folder, ids);
+    EXPECT_EQ(ours, all_logits(*gguf, ids)) << p["name"].get<std::string>();
+    ASSERT_EQ(ours.size(), p["top10"].size());
+    for (size_t pos = 0; pos < ours.size(); ++pos) {
+      const auto& top = p["top10"][pos];
+      diffs.add(ours[pos], top);
+      if (top[0][1].get<double>() - top[1][1].get<double>() > 0.8) {  // twice the bound: the winner is ours too
+        ++decisive;
+        EXPECT_EQ(std::max_element(ours[pos].begin(), ours[pos].end()) - ours[pos].begin(), top[0][0].get<int>())
+            << p["name"] << " position " << pos;
+      }
+    }
+  }
+  // Measured: max 0.20, mean 0.03 (tally's 8-bit activations and f16 cache); the logits' spread is about 2.
+  std::printf("gemma3 folder against transformers: max |diff| %.4f, mean %.4f over %lld logits; %lld decisive\n",
+              diffs.worst, diffs.mean(), static_cast<long long>(diffs.n), static_cast<long long>(decisive));
+  EXPECT_LE(diffs.worst, 0.4);
+  EXPECT_LE(diffs.mean(), 0.08);
+  EXPECT_GT(decisive, 50);
+  const std::vector<tally::ChatMessage> hi = {{"user", "Hi"}, {"assistant", "Hello"}};
+  EXPECT_EQ(tally::ChatTemplate::from_gguf(folder->file()).render(hi, true),
+            "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nHello<end_of_turn>\n<start_of_turn>model\n");
+}
+
+// Gemma's tokenizer.json (SentencePiece BPE with byte fallback): HF
+// tokenizers' ids on the conformance texts, and on the prompts with BOS and
+// the turn markers.
+TEST(HfFolder, Gemma3TokenizerJsonMatchesHfTokenizers) {
+  const auto folder = tally::open_model_file(fixture("gemma3-hf"));
+  const tally::Tokenizer tok = tally::Tokenizer::from_gguf(*folder);
+  const auto fx = tally_test::load_fixture("random_models/gemma3-tokenizer_hf_ids.json");
+  ASSERT_GT(fx["cases"].size(), 40u);
+  for (const auto& c : fx["cases"])
+    EXPECT_EQ(tok.encode(c["text"].get<std::string>(), false, false), c["ids"].get<std::vector<int32_t>>())
+        << c["text"].get<std::string>();
+  for (const auto& p : tally_test::load_fixture("random_models/gemma3-hf_logits.json")["prompts"])
+    EXPECT_EQ(tok.encode(p["text"].get<std::string>(), true, true), p["ids"].get<std::vector<int32_t>>())
+        << p["name"].get<std::string>();
+}
+
+TEST(HfFolder, RefusesGemma3ConfigsItWouldRunWrongly) {
+  FolderCopy f("gemma3-hf");
+  const auto good = f.read("config.json");
+  auto refused = [&](const char* key, const nlohmann::json& value, std::initializer_list<std::string> words) {
+    auto cfg = good;
+    cfg[key] = value;
+    f.write("config.json", cfg.dump());
+    expect_error([&] { tally::open_hf_folder(f.dir()); }, words);
+  };
+  refused("model_type", "gemma3", {"config.json", "vision tower", "gemma3_text"});
+  refused("query_pre_attn_scalar", 64, {"'query_pre_attn_scalar' is 64:", "1/sqrt(head_dim)"});
+  refused("final_logit_softcapping", 30.0, {"'final_logit_softcapping'", "soft-capping is not implemented"});
+  refused("hidden_activation", "gelu", {"the activation is the string \"gelu\"", "gelu_pytorch_tanh"});
+  refused("layer_types", nlohmann::json::array({"full_attention"}), {"'layer_types' must list one type for each of the 6 layers"});
+  auto layers = good["layer_types"];
+  layers[5] = "sliding_attention";
+  refused("layer_types", layers, {"layer_types[5] is the string \"sliding_attention\"", "five sliding layers"});
+  refused("rope_parameters", {{"full_attention", {{"rope_type", "linear"}, {"factor", 8}}}},
+          {"rope_parameters.full_attention.rope_type is the string \"linear\""});
+  f.write("config.json", good.dump());
+  auto tok = f.read("tokenizer.json");
+  tok["normalizer"] = {{"type", "NFKC"}};
+  f.write("tokenizer.json", tok.dump());
+  expect_error([&] { tally::open_hf_folder(f.dir()); }, {"tokenizer.json", "normalizer", "Replace"});
 }
 
 TEST(HfFolder, RefusesATensorItDoesNotKnow) {

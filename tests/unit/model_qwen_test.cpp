@@ -43,12 +43,6 @@ struct Case {
   double max_vs_file, mean_vs_file, mean_vs_model;
 };
 
-struct Diffs {
-  double worst = 0, sum = 0;
-  int64_t n = 0;
-  double mean() const { return sum / static_cast<double>(n); }
-};
-
 class ModelQwen : public testing::TestWithParam<Case> {};
 
 }  // namespace
@@ -88,23 +82,15 @@ TEST_P(ModelQwen, LogitsMatchTransformers) {
   const auto m = tally::Model::load(file(c.arch, c.format));
   const auto fx = tally_test::load_fixture(std::string("random_models/") + c.arch + "-hf_logits.json");
   const std::string on_file = c.format == std::string("f16") ? "top10" : std::string("top5_") + c.format + "_weights";
-  Diffs vs_file, vs_model;
+  tally_test::TopDiffs vs_file, vs_model;
   int64_t decisive = 0;
-  auto add = [](Diffs& d, const std::vector<float>& ours, const nlohmann::json& top) {
-    for (const auto& pair : top) {
-      const double x = std::fabs(ours[pair[0].get<size_t>()] - pair[1].get<double>());
-      d.worst = std::max(d.worst, x);
-      d.sum += x;
-      ++d.n;
-    }
-  };
   for (const auto& p : fx["prompts"]) {
     const auto ours = all_logits(*m, p["ids"].get<std::vector<int32_t>>());
     ASSERT_EQ(ours.size(), p[on_file].size());
     for (size_t pos = 0; pos < ours.size(); ++pos) {
       const auto& top = p[on_file][pos];
-      add(vs_file, ours[pos], top);
-      add(vs_model, ours[pos], p["top10"][pos]);
+      vs_file.add(ours[pos], top);
+      vs_model.add(ours[pos], p["top10"][pos]);
       // Where the reference's winner leads by more than twice the bound, it is ours too.
       if (top[0][1].get<double>() - top[1][1].get<double>() > 2 * c.max_vs_file) {
         ++decisive;

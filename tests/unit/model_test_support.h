@@ -4,6 +4,8 @@
 // and the JSON fixtures made by scripts/fixtures/make_model_fixtures.py.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -44,6 +46,21 @@ inline std::vector<std::vector<float>> all_logits(const tally::Model& m, const s
   });
   return out;
 }
+
+// |ours - reference| over a reference's largest logits ([[id, logit], ...]).
+struct TopDiffs {
+  double worst = 0, sum = 0;
+  int64_t n = 0;
+  void add(const std::vector<float>& ours, const nlohmann::json& top) {
+    for (const auto& pair : top) {
+      const double x = std::fabs(ours[pair[0].get<size_t>()] - pair[1].get<double>());
+      worst = std::max(worst, x);
+      sum += x;
+      ++n;
+    }
+  }
+  double mean() const { return sum / static_cast<double>(n); }
+};
 
 inline nlohmann::json load_fixture(const std::string& rel) {
   std::ifstream in(std::string(TALLY_FIXTURES_DIR) + "/" + rel);
