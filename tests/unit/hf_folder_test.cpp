@@ -113,21 +113,25 @@ TEST(Safetensors, RefusesBadHeadersNamingTheField) {
       {"'a' and 'b' overlap"});
 }
 
-// qwen3: read directly, the folder is the model of its converted GGUF (the
-// same f16 weights; the norms are f32 in the GGUF and f16 here, of equal values).
-TEST(HfFolder, Qwen3IsTheModelOfItsConvertedGguf) {
-  const auto folder = tally::Model::load(fixture("qwen3-hf"));
-  const auto gguf = tally::Model::load(fixture("qwen3-f16.gguf"));
-  EXPECT_EQ(folder->config().arch->name, "qwen3");
-  EXPECT_TRUE(folder->tied_output());
-  const auto fx = tally_test::load_fixture("random_models/qwen3-hf_logits.json");
-  for (const auto& p : fx["prompts"]) {
-    const auto ids = p["ids"].get<std::vector<int32_t>>();
-    EXPECT_EQ(all_logits(*folder, ids), all_logits(*gguf, ids)) << p["name"].get<std::string>();
+// qwen2 (q/k/v biases, untied output) and qwen3 (q/k norms, tied): read
+// directly, each folder is the model of its converted GGUF (the same f16
+// weights; the norms are f32 in the GGUF and f16 here, of equal values).
+TEST(HfFolder, QwenFoldersAreTheModelsOfTheirConvertedGgufs) {
+  for (const std::string arch : {"qwen2", "qwen3"}) {
+    const auto folder = tally::Model::load(fixture(arch + "-hf"));
+    const auto gguf = tally::Model::load(fixture(arch + "-f16.gguf"));
+    EXPECT_EQ(folder->config().arch->name, arch);
+    EXPECT_EQ(folder->tied_output(), arch == "qwen3");
+    EXPECT_EQ(folder->layer(0).q_bias.size(), arch == "qwen2" ? 256u : 0u);
+    const auto fx = tally_test::load_fixture("random_models/" + arch + "-hf_logits.json");
+    for (const auto& p : fx["prompts"]) {
+      const auto ids = p["ids"].get<std::vector<int32_t>>();
+      EXPECT_EQ(all_logits(*folder, ids), all_logits(*gguf, ids)) << arch << " " << p["name"].get<std::string>();
+    }
+    const std::vector<tally::ChatMessage> hi = {{"user", "Hi"}};
+    EXPECT_EQ(tally::ChatTemplate::from_gguf(folder->file()).render(hi, true),
+              "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
   }
-  const std::vector<tally::ChatMessage> hi = {{"user", "Hi"}};
-  EXPECT_EQ(tally::ChatTemplate::from_gguf(folder->file()).render(hi, true),
-            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
 }
 
 // llama: the converter permutes q and k rows into adjacent RoPE pairs; the
