@@ -253,9 +253,13 @@ TEST(HfFolder, Gemma3TokenizerJsonMatchesHfTokenizers) {
   for (const auto& c : fx["cases"])
     EXPECT_EQ(tok.encode(c["text"].get<std::string>(), false, false), c["ids"].get<std::vector<int32_t>>())
         << c["text"].get<std::string>();
-  for (const auto& p : tally_test::load_fixture("random_models/gemma3-hf_logits.json")["prompts"])
-    EXPECT_EQ(tok.encode(p["text"].get<std::string>(), true, true), p["ids"].get<std::vector<int32_t>>())
+  const auto prompts = tally_test::load_fixture("random_models/gemma3-hf_logits.json");
+  for (const auto& p : prompts["prompts"]) {
+    // The long prompt's text is HF's decoding of its ids: it holds its "<bos>" already.
+    const auto text = p["text"].get<std::string>();
+    EXPECT_EQ(tok.encode(text, !text.starts_with("<bos>"), true), p["ids"].get<std::vector<int32_t>>())
         << p["name"].get<std::string>();
+  }
 }
 
 TEST(HfFolder, RefusesGemma3ConfigsItWouldRunWrongly) {
