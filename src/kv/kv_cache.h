@@ -51,9 +51,15 @@ namespace tally {
 // clear refusal instead of an allocation that wraps.
 inline constexpr int64_t kMaxContextTokens = int64_t{1} << 24;
 
+// What a cache is built with unless told otherwise: positions per block, and
+// the tokens one step writes (a prefill chunk), which the window layers' pool
+// must hold beside the window.
+inline constexpr int64_t kDefaultBlockSize = 32;
+inline constexpr int64_t kDefaultBatchTokens = 512;
+
 struct KvCacheOptions {
   int64_t n_ctx = 4096;       // positions the pool can hold in total (1 to kMaxContextTokens)
-  int64_t block_size = 32;    // positions per block
+  int64_t block_size = kDefaultBlockSize;  // positions per block
   DType type = DType::F16;    // F32, F16, Q8_0 or Q4_0 (the block formats need head_dim % 32 == 0)
   uint64_t budget_bytes = 0;  // 0: the machine's available memory
   bool prefix_cache = true;   // key full blocks and let new sequences take cached prefixes
@@ -64,7 +70,7 @@ struct KvCacheOptions {
   int64_t window = 0;
   std::vector<bool> window_layers = {};
   int64_t max_sequences = 1;
-  int64_t max_batch = 512;
+  int64_t max_batch = kDefaultBatchTokens;
 };
 
 // Blocks of the window layers' pool for a cache of n_blocks blocks with these

@@ -21,10 +21,10 @@ namespace tally {
 
 struct SessionOptions {
   int64_t n_ctx = 0;         // 0: min(4096, the model's trained context)
-  int64_t n_batch = 512;     // prefill chunk
+  int64_t n_batch = kDefaultBatchTokens;  // prefill chunk
   int n_threads = 0;         // 0: all cores
   DType cache_type = DType::F16;
-  int64_t block_size = 32;
+  int64_t block_size = kDefaultBlockSize;
   uint64_t kv_budget = 0;    // 0: the machine's available memory
   bool all_logits = false;   // allow LogitsMode::All (perplexity, logits)
 };

@@ -109,19 +109,18 @@ struct WindowedCache {
   }
 };
 
-// The pool Session builds for `tally run -c ctx` (runtime/session.cpp: blocks
-// of 32, one sequence, batches of up to 512).
+// The pool Session builds for `tally run -c ctx` (runtime/session.cpp: the
+// default blocks and batch, one sequence).
 std::optional<uint64_t> run_allocation(const KvShape& shape, const KvPlanRequest& r, uint64_t ctx) {
   if (ctx > static_cast<uint64_t>(kMaxContextTokens)) return std::nullopt;
   KvCacheOptions o;
   o.n_ctx = static_cast<int64_t>(ctx);
-  o.block_size = 32;
   o.type = r.type;
   o.window = static_cast<int64_t>(r.window);
   o.window_layers.assign(static_cast<size_t>(shape.n_layer), false);
   std::fill_n(o.window_layers.begin(), r.n_window_layers, true);  // which ones does not change the bytes
   o.max_sequences = 1;
-  o.max_batch = std::min<int64_t>(512, o.n_ctx);
+  o.max_batch = std::min(o.max_batch, o.n_ctx);
   return kv_cache_planned_bytes(shape, o);
 }
 
