@@ -195,8 +195,8 @@ KvCache::SeqId KvCache::fork(SeqId src) {
 int32_t KvCache::copy_of(int32_t block) {
   const bool slot = windowed() && window_slot_[block] >= 0;
   const int32_t fresh = fresh_block(slot);
-  storage_.copy_block(fresh, block);
-  if (slot) storage_.copy_window_block(window_slot_[fresh], window_slot_[block]);
+  copied_bytes_ += storage_.copy_block(fresh, block);
+  if (slot) copied_bytes_ += storage_.copy_window_block(window_slot_[fresh], window_slot_[block]);
   ++copied_blocks_;
   return fresh;
 }
@@ -595,6 +595,7 @@ KvCacheStats KvCache::stats() const {
   st.hit_tokens = hit_tokens_;
   st.evictions = alloc_.evictions();
   st.copied_blocks = copied_blocks_;
+  st.copied_bytes = copied_bytes_;
   st.blocks_free = alloc_.free_blocks();
   st.blocks_cached = alloc_.evictable_blocks();
   st.blocks_used = alloc_.used_blocks();

@@ -84,6 +84,7 @@ struct KvCacheStats {
   uint64_t hit_tokens = 0;    // positions those sequences took from the cache
   uint64_t evictions = 0;     // cached blocks handed out again for new content
   uint64_t copied_blocks = 0; // copy-on-write and full copies (fork_copy)
+  uint64_t copied_bytes = 0;  // what those copies moved (a window slot's layers only where the block held one)
   int64_t blocks_free = 0;    // holding nothing
   int64_t blocks_used = 0;    // held by a sequence
   int64_t blocks_cached = 0;  // held by none, kept for the prefix cache (evictable)
@@ -235,7 +236,7 @@ class KvCache {
   int64_t window_ = 0;
   std::vector<int32_t> window_slot_;  // per block: its window slot, or -1
   std::vector<int32_t> free_slots_;   // a stack of free window slots
-  uint64_t lookups_ = 0, hit_tokens_ = 0, copied_blocks_ = 0;
+  uint64_t lookups_ = 0, hit_tokens_ = 0, copied_blocks_ = 0, copied_bytes_ = 0;
 };
 
 // Memory the cache may use when no budget is given: MemAvailable of this machine.

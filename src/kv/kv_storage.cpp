@@ -76,16 +76,19 @@ KvStorage::KvStorage(const KvShape& shape, int64_t block_size, int64_t n_blocks,
   ++g_constructed;
 }
 
-void KvStorage::copy_layers(bool window, int64_t dst, int64_t src) {
+uint64_t KvStorage::copy_layers(bool window, int64_t dst, int64_t src) {
+  uint64_t copied = 0;
   for (int64_t l = 0; l < shape_.n_layer; ++l) {
     if (window_layer(l) != window) continue;
     std::memcpy(k_block(l, dst), k_block(l, src), block_bytes_);
     std::memcpy(v_block(l, dst), v_block(l, src), block_bytes_);
+    copied += 2 * block_bytes_;
   }
+  return copied;
 }
 
-void KvStorage::copy_block(int64_t dst, int64_t src) { copy_layers(false, dst, src); }
+uint64_t KvStorage::copy_block(int64_t dst, int64_t src) { return copy_layers(false, dst, src); }
 
-void KvStorage::copy_window_block(int64_t dst, int64_t src) { copy_layers(true, dst, src); }
+uint64_t KvStorage::copy_window_block(int64_t dst, int64_t src) { return copy_layers(true, dst, src); }
 
 }  // namespace tally

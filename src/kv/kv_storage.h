@@ -56,15 +56,16 @@ class KvStorage {
   KvStorage& operator=(const KvStorage&) = delete;
 
   // Copies one block's K and V in every full layer (used to fork a shared
-  // block); copy_window_block does the same for a window slot of the window layers.
-  void copy_block(int64_t dst, int64_t src);
-  void copy_window_block(int64_t dst, int64_t src);
+  // block); copy_window_block does the same for a window slot of the window
+  // layers. Each returns the bytes it copied.
+  uint64_t copy_block(int64_t dst, int64_t src);
+  uint64_t copy_window_block(int64_t dst, int64_t src);
 
  private:
   uint64_t offset(int64_t layer, int64_t block) const {
     return layer_offset_[static_cast<size_t>(layer)] + static_cast<uint64_t>(block) * block_bytes_;
   }
-  void copy_layers(bool window, int64_t dst, int64_t src);
+  uint64_t copy_layers(bool window, int64_t dst, int64_t src);
 
   KvShape shape_;
   int64_t block_size_;

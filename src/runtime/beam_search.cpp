@@ -63,7 +63,7 @@ BeamResult beam_search(Engine& e, std::span<const int32_t> prompt, const BeamOpt
   if (o.max_tokens < 1) fail("beam search needs at least 1 token to generate, got {}", o.max_tokens);
   BeamResult r;
   r.prompt_tokens = static_cast<int64_t>(prompt.size());
-  const uint64_t copied_before = e.cache_stats().copied_blocks;
+  const uint64_t copied_before = e.cache_stats().copied_bytes;
 
   auto t0 = std::chrono::steady_clock::now();
   const Engine::Admission a = e.admit(prompt);
@@ -157,7 +157,7 @@ BeamResult beam_search(Engine& e, std::span<const int32_t> prompt, const BeamOpt
   for (const Beam& b : beams) e.release(b.id);
   r.decode_ms = ms_since(t0);
   r.hypotheses = std::move(done);
-  r.copied_bytes = (e.cache_stats().copied_blocks - copied_before) * e.block_bytes();
+  r.copied_bytes = e.cache_stats().copied_bytes - copied_before;
   return r;
 }
 

@@ -99,7 +99,7 @@ class Engine {
   // Bytes of K/V the sequences hold now: blocks in use for the full layers,
   // window slots in use for the sliding-window layers.
   uint64_t held_bytes() const;
-  uint64_t block_bytes() const;  // one block, all layers, K and V
+  uint64_t block_bytes() const;  // one block as if every layer held it (window layers may not), K and V
 
  private:
   struct Seq {

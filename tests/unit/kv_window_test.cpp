@@ -126,7 +126,18 @@ TEST(KvWindow, ForksKeepTheirOwnWindows) {
   }
   expect_window_intact(c, a, [](int64_t p) { return p < 10 ? 0 : 1; });
   expect_window_intact(c, b, [](int64_t p) { return p < 10 ? 0 : 2; });
+  // A layer's block: 4 positions of 4 floats, K and V. The shared block was in
+  // the window: each copy moved both layers.
+  constexpr uint64_t kLayerBlock = 2 * 4 * 4 * sizeof(float);
+  const KvCacheStats before = c.stats();
+  EXPECT_GE(before.copied_blocks, 1u);
+  EXPECT_EQ(before.copied_bytes, before.copied_blocks * 2 * kLayerBlock);
   const auto copy = c.fork_copy(a);
+  // A full copy: every block's global layer, and the window layer where a's blocks hold a slot.
+  const KvCacheStats after = c.stats();
+  EXPECT_EQ(after.copied_blocks - before.copied_blocks, 10u);
+  EXPECT_EQ(after.copied_bytes - before.copied_bytes,
+            (10 + static_cast<uint64_t>(after.window_slots_used - before.window_slots_used)) * kLayerBlock);
   write(c, copy, 40, 44, 3);
   expect_window_intact(c, copy, [](int64_t p) { return p < 10 ? 0 : p < 40 ? 1 : 3; });
   expect_window_intact(c, a, [](int64_t p) { return p < 10 ? 0 : 1; });
