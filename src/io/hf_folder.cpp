@@ -86,7 +86,7 @@ void expect_field(const JsonFields& cfg, const char* key, const json& want, cons
 // Gemma 3 (transformers' Gemma3TextConfig defaults where a field is absent):
 // head_dim, the sliding window and its layer pattern, and a RoPE base for
 // each kind of layer.
-void add_gemma3_hparams(const JsonFields& cfg, const std::function<void(const char*, GgufValue)>& put) {
+void add_gemma3_hparams(const JsonFields& cfg, uint64_t n_layer, const std::function<void(const char*, GgufValue)>& put) {
   const uint64_t head_dim = cfg.count("head_dim").value_or(256);
   put("attention.key_length", u64_value(head_dim));
   put("attention.value_length", u64_value(head_dim));
@@ -104,7 +104,6 @@ void add_gemma3_hparams(const JsonFields& cfg, const std::function<void(const ch
 
   put("attention.sliding_window", u64_value(need_count(cfg, "sliding_window")));
   // tally's gemma3 layers follow Gemma 3's pattern: five sliding, then one global.
-  const uint64_t n_layer = need_count(cfg, "num_hidden_layers");
   if (const json* lt = cfg.find("layer_types")) {
     if (!lt->is_array() || lt->size() != n_layer)
       fail("{}: 'layer_types' must list one type for each of the {} layers, not {}", cfg.source(), n_layer,
@@ -118,8 +117,6 @@ void add_gemma3_hparams(const JsonFields& cfg, const std::function<void(const ch
     expect_field(cfg, key, 6, "tally runs Gemma 3's pattern of five sliding layers, then a global one");
 
   // transformers 5: rope_parameters per layer type; earlier: rope_theta and rope_local_base_freq.
-  if (const json* rs = cfg.find("rope_scaling"))
-    fail("{}: 'rope_scaling' is {}: only the default RoPE is supported", cfg.source(), describe_json(*rs));
   double global = cfg.number("rope_theta").value_or(1000000.0);
   double local = cfg.number("rope_local_base_freq").value_or(10000.0);
   if (const json* rp = cfg.find("rope_parameters")) {
@@ -134,12 +131,9 @@ void add_gemma3_hparams(const JsonFields& cfg, const std::function<void(const ch
 // llama, qwen2, qwen3: silu, one RoPE base.
 void add_llama_hparams(const JsonFields& cfg, const std::string& arch, const std::function<void(const char*, GgufValue)>& put) {
   if (const auto hd = cfg.count("head_dim")) put("attention.key_length", u64_value(*hd));
-  // transformers 5 keeps the base and the scaling in rope_parameters, earlier
-  // versions in rope_theta and rope_scaling. Scaled RoPE is not implemented.
+  // transformers 5 keeps the base in rope_parameters, earlier versions in rope_theta.
   double base = cfg.number("rope_theta").value_or(10000.0);
   if (const json* rp = cfg.find("rope_parameters")) base = rope_base(JsonFields(*rp, cfg.source(), "rope_parameters."), base);
-  if (const json* rs = cfg.find("rope_scaling"))
-    fail("{}: 'rope_scaling' is {}: only the default RoPE is supported", cfg.source(), describe_json(*rs));
   if (const json* act = cfg.find("hidden_act"); act && *act != "silu")
     fail("{}: 'hidden_act' is {}: {} folders are read with silu only", cfg.source(), describe_json(*act), arch);
   if (cfg.flag("use_sliding_window").value_or(false))
@@ -152,7 +146,8 @@ void add_hparams(const JsonFields& cfg, const std::string& arch, std::vector<std
     kv.emplace_back(arch + "." + key, std::move(v));
   };
   const uint64_t heads = need_count(cfg, "num_attention_heads");
-  put("block_count", u64_value(need_count(cfg, "num_hidden_layers")));
+  const uint64_t n_layer = need_count(cfg, "num_hidden_layers");
+  put("block_count", u64_value(n_layer));
   put("context_length", u64_value(need_count(cfg, "max_position_embeddings")));
   put("embedding_length", u64_value(need_count(cfg, "hidden_size")));
   put("feed_forward_length", u64_value(need_count(cfg, "intermediate_size")));
@@ -160,8 +155,11 @@ void add_hparams(const JsonFields& cfg, const std::string& arch, std::vector<std
   put("attention.head_count_kv", u64_value(cfg.count("num_key_value_heads").value_or(heads)));
   put("vocab_size", u64_value(need_count(cfg, "vocab_size")));
   put("attention.layer_norm_rms_epsilon", f64_value(cfg.number("rms_norm_eps").value_or(1e-6)));
+  // transformers 4 kept RoPE scaling in rope_scaling (5: rope_parameters' rope_type); it is not implemented.
+  if (const json* rs = cfg.find("rope_scaling"))
+    fail("{}: 'rope_scaling' is {}: only the default RoPE is supported", cfg.source(), describe_json(*rs));
   if (arch == "gemma3")
-    add_gemma3_hparams(cfg, put);
+    add_gemma3_hparams(cfg, n_layer, put);
   else
     add_llama_hparams(cfg, arch, put);
 }

@@ -279,6 +279,7 @@ TEST(HfFolder, RefusesGemma3ConfigsItWouldRunWrongly) {
   auto layers = good["layer_types"];
   layers[5] = "sliding_attention";
   refused("layer_types", layers, {"layer_types[5] is the string \"sliding_attention\"", "five sliding layers"});
+  refused("rope_scaling", {{"rope_type", "linear"}, {"factor", 8}}, {"'rope_scaling' is an object", "only the default RoPE"});
   refused("rope_parameters", {{"full_attention", {{"rope_type", "linear"}, {"factor", 8}}}},
           {"rope_parameters.full_attention.rope_type is the string \"linear\""});
   f.write("config.json", good.dump());
