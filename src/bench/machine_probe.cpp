@@ -97,7 +97,9 @@ double giga_ops_per_second(int threads, int64_t iters, int64_t macs_per_iter, do
 MachineLimits probe_machine(int threads) {
   MachineLimits m;
   m.threads = threads;
-  m.simd = simd_level_name(simd_level());
+  // The peak loops run natively: an emulated level (test builds) is probed as the CPU's own.
+  const SimdLevel level = simd_native(simd_level()) ? simd_level() : detected_simd_level();
+  m.simd = simd_level_name(level);
   ThreadPool pool(threads);
 
   // Bandwidth: 512 MiB, first touched by the threads that read it, best of 3 passes.
@@ -120,14 +122,14 @@ MachineLimits probe_machine(int threads) {
   // FMA peak at the widest vectors the kernels may use: each thread runs the
   // same loop; 8 chains x 8 (or 16) lanes x 2 flops per iteration.
   const int64_t iters = 20'000'000;
-  const bool wide = simd_at_least(SimdLevel::Avx512Vnni), avx2 = simd_at_least(SimdLevel::Avx2);
+  const bool wide = level >= SimdLevel::Avx512Vnni, avx2 = level >= SimdLevel::Avx2;
   const double fs = time_on_threads(pool, threads, iters,
                                     wide ? probe::fma_loop_avx512 : avx2 ? probe::fma_loop_avx2 : fma_loop_scalar);
   const int64_t fma_per_iter = wide ? probe::kFmaChains * 16 : avx2 ? probe::kFmaChains * 8 : 8;
   m.fma_gflops = giga_ops_per_second(threads, iters, fma_per_iter, fs);
 
   // int8 peak with the instructions the kernels of this level use.
-  const Int8Kind kind = int8_kind_for(simd_level());
+  const Int8Kind kind = int8_kind_for(level);
   m.int8_kind = int8_kind_name(kind);
   int32_t (*int8_loop)(int64_t) = int8_loop_scalar;
   if (kind == Int8Kind::Vnni512) int8_loop = probe::int8_loop_vnni512;

@@ -14,7 +14,7 @@
 
 namespace tally {
 
-#ifdef __AVX512F__
+#ifdef TALLY_TU_AVX512
 namespace {
 namespace avx512 {
 

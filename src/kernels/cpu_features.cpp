@@ -42,7 +42,7 @@ std::atomic<SimdLevel>& current() {
 
 }  // namespace
 
-bool simd_supported(SimdLevel level) {
+bool simd_native(SimdLevel level) {
   const Features& f = features();
   switch (level) {
     case SimdLevel::Scalar: return true;
@@ -53,9 +53,17 @@ bool simd_supported(SimdLevel level) {
   return false;
 }
 
+bool simd_supported(SimdLevel level) {
+#if defined(TALLY_EMULATE_SIMD)
+  // The AVX-512 and AVX-VNNI kernels are emulated on AVX2 in this build.
+  if (level != SimdLevel::Scalar && features().avx2) return true;
+#endif
+  return simd_native(level);
+}
+
 SimdLevel detected_simd_level() {
   for (SimdLevel l : {SimdLevel::Avx512Vnni, SimdLevel::Avx2Vnni, SimdLevel::Avx2})
-    if (simd_supported(l)) return l;
+    if (simd_native(l)) return l;
   return SimdLevel::Scalar;
 }
 

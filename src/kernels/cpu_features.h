@@ -10,8 +10,12 @@ namespace tally {
 // A CPU may have Avx512Vnni without Avx2Vnni (Ice Lake): simd_supported() tells.
 enum class SimdLevel { Scalar = 0, Avx2 = 1, Avx2Vnni = 2, Avx512Vnni = 3 };
 
-bool simd_supported(SimdLevel level);  // this CPU can run kernels of `level`
-SimdLevel detected_simd_level();       // the best supported level
+// This CPU can run kernels of `level`: natively, or (in a TALLY_EMULATE_SIMD
+// test build) emulated, which is how AVX-512 and AVX-VNNI kernels are tested
+// on an AVX2 machine. Emulated levels are never chosen by default.
+bool simd_supported(SimdLevel level);
+bool simd_native(SimdLevel level);     // ... with its own instructions
+SimdLevel detected_simd_level();       // the best native level
 SimdLevel simd_level();                // what kernels use now (supported, <= detected)
 // Uses `level`, or the best supported level below it.
 void set_simd_level(SimdLevel level);

@@ -42,7 +42,7 @@ inline __m256 exp8(__m256 x) {
   return _mm256_set_m128(hi, lo);
 }
 
-#ifdef __AVX512F__
+#ifdef TALLY_TU_AVX512
 // 8 doubles, as exp4_f64.
 inline __m512d exp8_f64(__m512d x) {
   using namespace exp_f64;
@@ -64,7 +64,7 @@ inline __m512 exp16(__m512 x) {
       _mm512_cvtpd_ps(exp8_f64(_mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)))));
   return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
 }
-#endif  // __AVX512F__
+#endif  // TALLY_TU_AVX512
 
 }  // namespace tally
 #endif  // __AVX2__

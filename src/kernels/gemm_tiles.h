@@ -9,7 +9,7 @@
 // arithmetic is that of one dot product in run order, so results depend on
 // neither the tile shape nor n_tokens: prefill and decode agree bit for bit,
 // and so do the instruction sets.
-#include <immintrin.h>
+#include "kernels/x86_intrinsics.h"  // first: see there
 
 #include <algorithm>
 #include <type_traits>
@@ -40,7 +40,7 @@ struct DotAvx2 {
   static __m256i part_acc(__m256i p, __m256i u, __m256i s) { return _mm256_add_epi16(p, _mm256_maddubs_epi16(u, s)); }
   static __m256i widen(__m256i p) { return _mm256_madd_epi16(p, _mm256_set1_epi16(1)); }
 };
-#ifdef __AVXVNNI__
+#ifdef TALLY_TU_AVXVNNI
 struct DotVnni {
   static __m256i dot(__m256i u, __m256i s) { return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s); }
   static __m256i dot_acc(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
@@ -197,7 +197,7 @@ struct Lanes256 {
   }
 };
 
-#ifdef __AVX512VNNI__
+#ifdef TALLY_TU_AVX512
 // 256-bit vpdpbusd in its EVEX form (AVX512-VL), for CPUs without AVX-VNNI.
 struct DotVnni512 {
   static __m256i dot(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
