@@ -1,7 +1,9 @@
-// The AVX-512 attention kernels (compiled with -mavx512f/bw/vl besides AVX2;
+// The AVX-512 attention kernels (compiled with -mavx512f/bw/vl/vnni besides AVX2;
 // called only when the CPU has them). They take head sizes that fill 16-float
 // vectors and groups of up to 8 heads, and hand other shapes to the AVX2
 // kernels; a chunk whose scores are not all finite goes to the scalar softmax.
+// Q8_0 / Q4_0 caches: integer dots of 16 keys per pass (vpdpbusd), whose
+// float steps are the AVX2 kernels' lane by lane.
 #include "kernels/attention_ops_avx2.h"  // first: it includes <immintrin.h>
 
 #include <cmath>
@@ -244,13 +246,174 @@ bool weighted_sum(float* out, int64_t n_q, const float* w, int64_t stride, const
   return true;
 }
 
+// --- Q8_0 / Q4_0 keys and values (the query quantized: QueryBlock) ---
+
+// A key block's 32 values as the unsigned bytes vpdpbusd takes, with
+// q . k = u . q - offset * sum(q): Q8_0's k + 128 (the sign bit flipped,
+// offset 128), Q4_0's nibbles in value order (offset 8).
+template <bool kQ4>
+TALLY_ALWAYS_INLINE __m256i key_bytes(const uint8_t* kb) {
+  if constexpr (kQ4) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kb + 2));
+    const __m128i lo = _mm_set1_epi8(15);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), lo), _mm_and_si128(x, lo));
+  } else {
+    return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(kb + 2)),
+                            _mm256_set1_epi8(static_cast<char>(0x80)));
+  }
+}
+
+// Lane j: the sum of key j's 8 int32 lanes (exact: integers), for 16 keys held
+// two to a vector: d[p] has key (p % 4) + 8 (p / 4) in its low half and the
+// key 4 above it in its high half, which makes the transpose-add end in key order.
+TALLY_ALWAYS_INLINE __m512i key_sums16(const __m512i* d) {
+  __m512i w[4];
+  for (int i = 0; i < 4; ++i)  // 128-bit lane: keys a, b of the pair, two partial sums each
+    w[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(d[2 * i], d[2 * i + 1]), _mm512_unpackhi_epi32(d[2 * i], d[2 * i + 1]));
+  // 128-bit lane: four keys' sums of that lane's partials.
+  const __m512i x0 = _mm512_add_epi32(_mm512_unpacklo_epi64(w[0], w[1]), _mm512_unpackhi_epi64(w[0], w[1]));
+  const __m512i x1 = _mm512_add_epi32(_mm512_unpacklo_epi64(w[2], w[3]), _mm512_unpackhi_epi64(w[2], w[3]));
+  return _mm512_add_epi32(_mm512_shuffle_i32x4(x0, x1, _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_i32x4(x0, x1, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// Sixteen keys at a time, one block at a time: the keys' bytes are prepared
+// once for all heads, and each block's 16 integer sums come out in one vector.
+// The float step s = s + float(isum) * (d_k * d_q) is the AVX2 kernel's and
+// the scalar twin's, lane by lane; fewer than 16 keys go to the AVX2 kernel.
+template <int NQ, bool kQ4>
+void dots_q_t(const QueryBlock* q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, float scale,
+              float* scores, int64_t stride) {
+  const int64_t nb = n / 32, bb = kQ4 ? 18 : 34;
+  const int32_t offset = kQ4 ? 8 : 128;
+  const __m512 vscale = _mm512_set1_ps(scale);
+  int64_t j = 0;
+  for (; j + 16 <= m; j += 16, k += 16 * step) {
+    __m512 acc[NQ];
+    for (int h = 0; h < NQ; ++h) acc[h] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* kb = k + b * bb;
+      __m512i u[8];
+      for (int p = 0; p < 8; ++p) {
+        const uint8_t* key = kb + static_cast<uint64_t>((p % 4) + 8 * (p / 4)) * step;
+        u[p] = _mm512_inserti64x4(_mm512_castsi256_si512(key_bytes<kQ4>(key)), key_bytes<kQ4>(key + 4 * step), 1);
+      }
+      alignas(32) uint16_t dh[16];
+      for (int i = 0; i < 16; ++i) std::memcpy(&dh[i], kb + i * step, 2);
+      const __m512 dk = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(dh)));
+      for (int h = 0; h < NQ; ++h) {
+        const QueryBlock& qb = q[h * nb + b];
+        const __m512i qv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb.q)));
+        __m512i d[8];
+        for (int p = 0; p < 8; ++p) d[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[p], qv);
+        const __m512i isum = _mm512_sub_epi32(key_sums16(d), _mm512_set1_epi32(offset * qb.sum));
+        acc[h] = _mm512_add_ps(acc[h], _mm512_mul_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dk, _mm512_set1_ps(qb.d))));
+      }
+    }
+    for (int h = 0; h < NQ; ++h) _mm512_storeu_ps(scores + h * stride + j, _mm512_mul_ps(acc[h], vscale));
+  }
+  if (j < m) Avx2Ops::dots_block_q(q, NQ, k, m - j, step, n, kQ4 ? DType::Q4_0 : DType::Q8_0, scale, scores + j, stride);
+}
+
+template <int NQ>
+void dots_q_n(const QueryBlock* q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t, float scale,
+              float* scores, int64_t stride) {
+  if (t == DType::Q4_0) return dots_q_t<NQ, true>(q, k, m, step, n, scale, scores, stride);
+  dots_q_t<NQ, false>(q, k, m, step, n, scale, scores, stride);
+}
+
+// The quantized twin of dots_block; false (nothing done) for a group it does not take.
+bool dots_block_q(const QueryBlock* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t,
+                  float scale, float* scores, int64_t stride) {
+  switch (n_q) {
+    case 1: dots_q_n<1>(q, k, m, step, n, t, scale, scores, stride); return true;
+    case 2: dots_q_n<2>(q, k, m, step, n, t, scale, scores, stride); return true;
+    case 3: dots_q_n<3>(q, k, m, step, n, t, scale, scores, stride); return true;
+    case 4: dots_q_n<4>(q, k, m, step, n, t, scale, scores, stride); return true;
+    case 5: dots_q_n<5>(q, k, m, step, n, t, scale, scores, stride); return true;
+    case 6: dots_q_n<6>(q, k, m, step, n, t, scale, scores, stride); return true;
+    case 7: dots_q_n<7>(q, k, m, step, n, t, scale, scores, stride); return true;
+    case 8: dots_q_n<8>(q, k, m, step, n, t, scale, scores, stride); return true;
+    default: return false;
+  }
+}
+
+// A value block's 32 values as two 16-float vectors, without the block's scale.
+template <bool kQ4>
+TALLY_ALWAYS_INLINE void value_floats(const uint8_t* vb, __m512* out) {
+  if constexpr (kQ4) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(vb + 2));
+    const __m128i lo = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
+    out[0] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_sub_epi8(_mm_and_si128(x, lo), eight)));
+    out[1] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(x, 4), lo), eight)));
+  } else {
+    for (int u = 0; u < 2; ++u)
+      out[u] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(vb + 2 + 16 * u))));
+  }
+}
+
+// One 32-value block of the head at a time, outer; keys inner: each key's
+// scale is folded into its weight once per head, and out += c * v is one FMA
+// per lane in key order, as in the AVX2 kernel (so the two agree bit for bit).
+template <int NQ, bool kQ4>
+void weighted_sum_q_t(float* out, const float* w, int64_t stride, const KvLayerView& kv, int64_t g, int64_t b,
+                      int64_t e) {
+  const int64_t hd = kv.head_dim, bb = kQ4 ? 18 : 34;
+  for (int64_t blk = 0; blk < hd / 32; ++blk) {
+    __m512 acc[NQ][2];
+    for (int h = 0; h < NQ; ++h) acc[h][0] = acc[h][1] = _mm512_setzero_ps();
+    for (KvRuns r(kv, kv.v_layer, g, b, e); r.next();) {
+      if (blk == 0)
+        prefetch_positions<true>(kv, kv.v_layer, g, r.pos + r.count, std::min(r.pos + r.count + kPrefetchAhead, e));
+      const float* wp = w + (r.pos - b);
+      const uint8_t* v = r.ptr + blk * bb;
+      for (int64_t j = 0; j < r.count; ++j, v += r.step) {
+        uint16_t dh;
+        std::memcpy(&dh, v, 2);
+        const float d = _cvtsh_ss(dh);
+        __m512 vv[2];
+        value_floats<kQ4>(v, vv);
+        for (int h = 0; h < NQ; ++h) {
+          const __m512 c = _mm512_set1_ps(wp[h * stride + j] * d);
+          acc[h][0] = _mm512_fmadd_ps(c, vv[0], acc[h][0]);
+          acc[h][1] = _mm512_fmadd_ps(c, vv[1], acc[h][1]);
+        }
+      }
+    }
+    for (int h = 0; h < NQ; ++h)
+      for (int u = 0; u < 2; ++u) _mm512_storeu_ps(out + h * hd + 32 * blk + 16 * u, acc[h][u]);
+  }
+}
+
+template <int NQ>
+void weighted_sum_q_n(float* out, const float* w, int64_t stride, const KvLayerView& kv, int64_t g, int64_t b,
+                      int64_t e) {
+  if (kv.type == DType::Q4_0) return weighted_sum_q_t<NQ, true>(out, w, stride, kv, g, b, e);
+  weighted_sum_q_t<NQ, false>(out, w, stride, kv, g, b, e);
+}
+
+bool weighted_sum_q(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
+                    int64_t b, int64_t e) {
+  switch (n_q) {
+    case 1: weighted_sum_q_n<1>(out, w, stride, kv, g, b, e); return true;
+    case 2: weighted_sum_q_n<2>(out, w, stride, kv, g, b, e); return true;
+    case 3: weighted_sum_q_n<3>(out, w, stride, kv, g, b, e); return true;
+    case 4: weighted_sum_q_n<4>(out, w, stride, kv, g, b, e); return true;
+    case 5: weighted_sum_q_n<5>(out, w, stride, kv, g, b, e); return true;
+    case 6: weighted_sum_q_n<6>(out, w, stride, kv, g, b, e); return true;
+    case 7: weighted_sum_q_n<7>(out, w, stride, kv, g, b, e); return true;
+    case 8: weighted_sum_q_n<8>(out, w, stride, kv, g, b, e); return true;
+    default: return false;
+  }
+}
+
 }  // namespace avx512
 
-// Q8_0 / Q4_0 caches take the AVX2 kernels (integer dots on 256-bit vectors).
 struct Avx512Ops {
   static void dots_block_q(const QueryBlock* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n,
                            DType t, float scale, float* scores, int64_t stride) {
-    Avx2Ops::dots_block_q(q, n_q, k, m, step, n, t, scale, scores, stride);
+    if (!avx512::dots_block_q(q, n_q, k, m, step, n, t, scale, scores, stride))
+      Avx2Ops::dots_block_q(q, n_q, k, m, step, n, t, scale, scores, stride);
   }
   static void dots_block(const float* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t,
                          float scale, float* scores, int64_t stride) {
@@ -264,7 +427,9 @@ struct Avx512Ops {
   }
   static void weighted_sum(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
                            int64_t b, int64_t e) {
-    if (!avx512::weighted_sum(out, n_q, w, stride, kv, g, b, e)) Avx2Ops::weighted_sum(out, n_q, w, stride, kv, g, b, e);
+    const bool done = kv_block_type(kv.type) ? avx512::weighted_sum_q(out, n_q, w, stride, kv, g, b, e)
+                                             : avx512::weighted_sum(out, n_q, w, stride, kv, g, b, e);
+    if (!done) Avx2Ops::weighted_sum(out, n_q, w, stride, kv, g, b, e);
   }
 };
 }  // namespace
