@@ -23,7 +23,13 @@ namespace avx512 {
 constexpr int kMaxGroup = 8;
 
 // The helpers pass vectors in arrays: they must inline to keep them in registers.
+// (Not under emulation, where forced inlining of the emulated intrinsics makes
+// this file take minutes to compile.)
+#if defined(TALLY_EMULATE_SIMD)
+#define TALLY_ALWAYS_INLINE inline
+#else
 #define TALLY_ALWAYS_INLINE inline __attribute__((always_inline))
+#endif
 
 template <bool kF32>
 TALLY_ALWAYS_INLINE __m512 load16(const uint8_t* p, int64_t i) {
