@@ -20,8 +20,6 @@ namespace tally {
 namespace {
 namespace avx512 {
 
-constexpr int kMaxGroup = 8;
-
 // The helpers pass vectors in arrays: they must inline to keep them in registers.
 // (Not under emulation, where forced inlining of the emulated intrinsics makes
 // this file take minutes to compile.)
@@ -194,18 +192,8 @@ void weighted_sum_n(float* out, const float* w, int64_t stride, const KvLayerVie
 // is the same bits whether it is summed with 15 other keys or alone.
 bool dots_block(const float* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step,
                              int64_t head_dim, DType t, float scale, float* scores, int64_t stride) {
-  if (head_dim % 16 != 0 || n_q < 1 || n_q > kMaxGroup) return false;
-  switch (n_q) {
-    case 1: dots_n<1>(q, k, m, step, head_dim, t, scale, scores, stride); break;
-    case 2: dots_n<2>(q, k, m, step, head_dim, t, scale, scores, stride); break;
-    case 3: dots_n<3>(q, k, m, step, head_dim, t, scale, scores, stride); break;
-    case 4: dots_n<4>(q, k, m, step, head_dim, t, scale, scores, stride); break;
-    case 5: dots_n<5>(q, k, m, step, head_dim, t, scale, scores, stride); break;
-    case 6: dots_n<6>(q, k, m, step, head_dim, t, scale, scores, stride); break;
-    case 7: dots_n<7>(q, k, m, step, head_dim, t, scale, scores, stride); break;
-    default: dots_n<8>(q, k, m, step, head_dim, t, scale, scores, stride); break;
-  }
-  return true;
+  return head_dim % 16 == 0 &&
+         with_group_size(n_q, [&]<int NQ>() { dots_n<NQ>(q, k, m, step, head_dim, t, scale, scores, stride); });
 }
 
 // x[j] = exp(x[j] - max), writing the max and the sum; false when the max is not finite.
@@ -238,18 +226,8 @@ bool exp_sum(float* x, int64_t n, float* max_out, float* sum_out) {
 // out_h = sum over positions p in [b, e) of w[h * stride + p - b] * v_p; false for a shape not taken.
 bool weighted_sum(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv, int64_t kv_head,
                   int64_t b, int64_t e) {
-  if (kv_block_type(kv.type) || kv.head_dim % 16 != 0 || n_q < 1 || n_q > kMaxGroup) return false;
-  switch (n_q) {
-    case 1: weighted_sum_n<1>(out, w, stride, kv, kv_head, b, e); break;
-    case 2: weighted_sum_n<2>(out, w, stride, kv, kv_head, b, e); break;
-    case 3: weighted_sum_n<3>(out, w, stride, kv, kv_head, b, e); break;
-    case 4: weighted_sum_n<4>(out, w, stride, kv, kv_head, b, e); break;
-    case 5: weighted_sum_n<5>(out, w, stride, kv, kv_head, b, e); break;
-    case 6: weighted_sum_n<6>(out, w, stride, kv, kv_head, b, e); break;
-    case 7: weighted_sum_n<7>(out, w, stride, kv, kv_head, b, e); break;
-    default: weighted_sum_n<8>(out, w, stride, kv, kv_head, b, e); break;
-  }
-  return true;
+  return !kv_block_type(kv.type) && kv.head_dim % 16 == 0 &&
+         with_group_size(n_q, [&]<int NQ>() { weighted_sum_n<NQ>(out, w, stride, kv, kv_head, b, e); });
 }
 
 // --- Q8_0 / Q4_0 keys and values (the query quantized: QueryBlock) ---
@@ -331,17 +309,7 @@ void dots_q_n(const QueryBlock* q, const uint8_t* k, int64_t m, uint64_t step, i
 // The quantized twin of dots_block; false (nothing done) for a group it does not take.
 bool dots_block_q(const QueryBlock* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t,
                   float scale, float* scores, int64_t stride) {
-  switch (n_q) {
-    case 1: dots_q_n<1>(q, k, m, step, n, t, scale, scores, stride); return true;
-    case 2: dots_q_n<2>(q, k, m, step, n, t, scale, scores, stride); return true;
-    case 3: dots_q_n<3>(q, k, m, step, n, t, scale, scores, stride); return true;
-    case 4: dots_q_n<4>(q, k, m, step, n, t, scale, scores, stride); return true;
-    case 5: dots_q_n<5>(q, k, m, step, n, t, scale, scores, stride); return true;
-    case 6: dots_q_n<6>(q, k, m, step, n, t, scale, scores, stride); return true;
-    case 7: dots_q_n<7>(q, k, m, step, n, t, scale, scores, stride); return true;
-    case 8: dots_q_n<8>(q, k, m, step, n, t, scale, scores, stride); return true;
-    default: return false;
-  }
+  return with_group_size(n_q, [&]<int NQ>() { dots_q_n<NQ>(q, k, m, step, n, t, scale, scores, stride); });
 }
 
 // A value block's 32 values as two 16-float vectors, without the block's scale.
@@ -400,17 +368,7 @@ void weighted_sum_q_n(float* out, const float* w, int64_t stride, const KvLayerV
 
 bool weighted_sum_q(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
                     int64_t b, int64_t e) {
-  switch (n_q) {
-    case 1: weighted_sum_q_n<1>(out, w, stride, kv, g, b, e); return true;
-    case 2: weighted_sum_q_n<2>(out, w, stride, kv, g, b, e); return true;
-    case 3: weighted_sum_q_n<3>(out, w, stride, kv, g, b, e); return true;
-    case 4: weighted_sum_q_n<4>(out, w, stride, kv, g, b, e); return true;
-    case 5: weighted_sum_q_n<5>(out, w, stride, kv, g, b, e); return true;
-    case 6: weighted_sum_q_n<6>(out, w, stride, kv, g, b, e); return true;
-    case 7: weighted_sum_q_n<7>(out, w, stride, kv, g, b, e); return true;
-    case 8: weighted_sum_q_n<8>(out, w, stride, kv, g, b, e); return true;
-    default: return false;
-  }
+  return with_group_size(n_q, [&]<int NQ>() { weighted_sum_q_n<NQ>(out, w, stride, kv, g, b, e); });
 }
 
 }  // namespace avx512

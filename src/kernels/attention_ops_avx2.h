@@ -184,17 +184,8 @@ struct Avx2Ops {
   }
   static void dots_block_q(const QueryBlock* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n,
                            DType t, float scale, float* scores, int64_t stride) {
-    switch (n_q) {
-      case 1: return dots_block_q_n<1>(q, k, m, step, n, t, scale, scores, stride);
-      case 2: return dots_block_q_n<2>(q, k, m, step, n, t, scale, scores, stride);
-      case 3: return dots_block_q_n<3>(q, k, m, step, n, t, scale, scores, stride);
-      case 4: return dots_block_q_n<4>(q, k, m, step, n, t, scale, scores, stride);
-      case 5: return dots_block_q_n<5>(q, k, m, step, n, t, scale, scores, stride);
-      case 6: return dots_block_q_n<6>(q, k, m, step, n, t, scale, scores, stride);
-      case 7: return dots_block_q_n<7>(q, k, m, step, n, t, scale, scores, stride);
-      case 8: return dots_block_q_n<8>(q, k, m, step, n, t, scale, scores, stride);
-      default: return ScalarOps::dots_block_q(q, n_q, k, m, step, n, t, scale, scores, stride);
-    }
+    if (!with_group_size(n_q, [&]<int NQ>() { dots_block_q_n<NQ>(q, k, m, step, n, t, scale, scores, stride); }))
+      ScalarOps::dots_block_q(q, n_q, k, m, step, n, t, scale, scores, stride);
   }
 
   // 8 values of a quantized vector as floats, without the block's scale:
@@ -260,17 +251,8 @@ struct Avx2Ops {
   }
   static void weighted_sum_q(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv,
                              int64_t g, int64_t b, int64_t e) {
-    switch (n_q) {
-      case 1: return weighted_sum_q_n<1>(out, w, stride, kv, g, b, e);
-      case 2: return weighted_sum_q_n<2>(out, w, stride, kv, g, b, e);
-      case 3: return weighted_sum_q_n<3>(out, w, stride, kv, g, b, e);
-      case 4: return weighted_sum_q_n<4>(out, w, stride, kv, g, b, e);
-      case 5: return weighted_sum_q_n<5>(out, w, stride, kv, g, b, e);
-      case 6: return weighted_sum_q_n<6>(out, w, stride, kv, g, b, e);
-      case 7: return weighted_sum_q_n<7>(out, w, stride, kv, g, b, e);
-      case 8: return weighted_sum_q_n<8>(out, w, stride, kv, g, b, e);
-      default: return ScalarOps::weighted_sum(out, n_q, w, stride, kv, g, b, e);
-    }
+    if (!with_group_size(n_q, [&]<int NQ>() { weighted_sum_q_n<NQ>(out, w, stride, kv, g, b, e); }))
+      ScalarOps::weighted_sum(out, n_q, w, stride, kv, g, b, e);
   }
 
   static float hmax(__m256 v) {

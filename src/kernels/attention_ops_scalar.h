@@ -26,6 +26,24 @@ struct QueryBlock {
 inline bool kv_block_type(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
 inline int64_t kv_block_bytes(DType t) { return t == DType::Q8_0 ? 34 : 18; }
 
+// Calls f.template operator()<N>() with N = n for a group of 1 to 8 query heads
+// (the SIMD kernels are instantiated per group size, their accumulators in
+// registers); false, calling nothing, for another n.
+template <typename F>
+inline bool with_group_size(int64_t n, F&& f) {
+  switch (n) {
+    case 1: f.template operator()<1>(); return true;
+    case 2: f.template operator()<2>(); return true;
+    case 3: f.template operator()<3>(); return true;
+    case 4: f.template operator()<4>(); return true;
+    case 5: f.template operator()<5>(); return true;
+    case 6: f.template operator()<6>(); return true;
+    case 7: f.template operator()<7>(); return true;
+    case 8: f.template operator()<8>(); return true;
+    default: return false;
+  }
+}
+
 // The primitives of one chunk, per instruction set:
 //   dots_block:   scores[h * stride + j] = (q_h . k_j) * scale for m keys `step` bytes apart;
 //                 a key's score never depends on m or on the key's place among them.
