@@ -1,7 +1,7 @@
 // The AVX-512 attention kernels (compiled with -mavx512f/bw/vl/vnni besides AVX2;
 // called only when the CPU has them). They take head sizes that fill 16-float
-// vectors and groups of up to 8 heads, and hand other shapes to the AVX2
-// kernels; a chunk whose scores are not all finite goes to the scalar softmax.
+// vectors (any group, as groups of up to 8 heads), and hand other head
+// sizes to the AVX2 kernels; a chunk whose scores are not all finite goes to the scalar softmax.
 // Q8_0 / Q4_0 caches: integer dots of 16 keys per pass (vpdpbusd), whose
 // float steps are the AVX2 kernels' lane by lane.
 #include "kernels/attention_ops_avx2.h"  // first: it includes <immintrin.h>
@@ -188,12 +188,15 @@ void weighted_sum_n(float* out, const float* w, int64_t stride, const KvLayerVie
 }
 
 // scores[h * stride + j] = (q_h . k_j) * scale for m keys `step` bytes apart;
-// false (nothing done) for a shape these kernels do not take. A key's score
+// false (nothing done) for a head size that does not fill 16-float vectors. A key's score
 // is the same bits whether it is summed with 15 other keys or alone.
 bool dots_block(const float* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step,
                              int64_t head_dim, DType t, float scale, float* scores, int64_t stride) {
-  return head_dim % 16 == 0 &&
-         with_group_size(n_q, [&]<int NQ>() { dots_n<NQ>(q, k, m, step, head_dim, t, scale, scores, stride); });
+  if (head_dim % 16 != 0) return false;
+  for_head_groups(n_q, [&]<int NQ>(int64_t h0) {
+    dots_n<NQ>(q + h0 * head_dim, k, m, step, head_dim, t, scale, scores + h0 * stride, stride);
+  });
+  return true;
 }
 
 // x[j] = exp(x[j] - max), writing the max and the sum; false when the max is not finite.
@@ -223,11 +226,15 @@ bool exp_sum(float* x, int64_t n, float* max_out, float* sum_out) {
   return true;
 }
 
-// out_h = sum over positions p in [b, e) of w[h * stride + p - b] * v_p; false for a shape not taken.
+// out_h = sum over positions p in [b, e) of w[h * stride + p - b] * v_p for f32 / f16 values;
+// false for a head size not taken.
 bool weighted_sum(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv, int64_t kv_head,
                   int64_t b, int64_t e) {
-  return !kv_block_type(kv.type) && kv.head_dim % 16 == 0 &&
-         with_group_size(n_q, [&]<int NQ>() { weighted_sum_n<NQ>(out, w, stride, kv, kv_head, b, e); });
+  if (kv.head_dim % 16 != 0) return false;
+  for_head_groups(n_q, [&]<int NQ>(int64_t h0) {
+    weighted_sum_n<NQ>(out + h0 * kv.head_dim, w + h0 * stride, stride, kv, kv_head, b, e);
+  });
+  return true;
 }
 
 // --- Q8_0 / Q4_0 keys and values (the query quantized: QueryBlock) ---
@@ -306,10 +313,12 @@ void dots_q_n(const QueryBlock* q, const uint8_t* k, int64_t m, uint64_t step, i
   dots_q_t<NQ, false>(q, k, m, step, n, scale, scores, stride);
 }
 
-// The quantized twin of dots_block; false (nothing done) for a group it does not take.
-bool dots_block_q(const QueryBlock* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t,
+// The quantized twin of dots_block (every shape: head sizes are whole blocks).
+void dots_block_q(const QueryBlock* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t,
                   float scale, float* scores, int64_t stride) {
-  return with_group_size(n_q, [&]<int NQ>() { dots_q_n<NQ>(q, k, m, step, n, t, scale, scores, stride); });
+  for_head_groups(n_q, [&]<int NQ>(int64_t h0) {
+    dots_q_n<NQ>(q + h0 * (n / 32), k, m, step, n, t, scale, scores + h0 * stride, stride);
+  });
 }
 
 // A value block's 32 values as two 16-float vectors, without the block's scale.
@@ -366,9 +375,11 @@ void weighted_sum_q_n(float* out, const float* w, int64_t stride, const KvLayerV
   weighted_sum_q_t<NQ, false>(out, w, stride, kv, g, b, e);
 }
 
-bool weighted_sum_q(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
+void weighted_sum_q(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
                     int64_t b, int64_t e) {
-  return with_group_size(n_q, [&]<int NQ>() { weighted_sum_q_n<NQ>(out, w, stride, kv, g, b, e); });
+  for_head_groups(n_q, [&]<int NQ>(int64_t h0) {
+    weighted_sum_q_n<NQ>(out + h0 * kv.head_dim, w + h0 * stride, stride, kv, g, b, e);
+  });
 }
 
 }  // namespace avx512
@@ -376,8 +387,7 @@ bool weighted_sum_q(float* out, int64_t n_q, const float* w, int64_t stride, con
 struct Avx512Ops {
   static void dots_block_q(const QueryBlock* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n,
                            DType t, float scale, float* scores, int64_t stride) {
-    if (!avx512::dots_block_q(q, n_q, k, m, step, n, t, scale, scores, stride))
-      Avx2Ops::dots_block_q(q, n_q, k, m, step, n, t, scale, scores, stride);
+    avx512::dots_block_q(q, n_q, k, m, step, n, t, scale, scores, stride);
   }
   static void dots_block(const float* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t,
                          float scale, float* scores, int64_t stride) {
@@ -391,9 +401,8 @@ struct Avx512Ops {
   }
   static void weighted_sum(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
                            int64_t b, int64_t e) {
-    const bool done = kv_block_type(kv.type) ? avx512::weighted_sum_q(out, n_q, w, stride, kv, g, b, e)
-                                             : avx512::weighted_sum(out, n_q, w, stride, kv, g, b, e);
-    if (!done) Avx2Ops::weighted_sum(out, n_q, w, stride, kv, g, b, e);
+    if (kv_block_type(kv.type)) return avx512::weighted_sum_q(out, n_q, w, stride, kv, g, b, e);
+    if (!avx512::weighted_sum(out, n_q, w, stride, kv, g, b, e)) Avx2Ops::weighted_sum(out, n_q, w, stride, kv, g, b, e);
   }
 };
 }  // namespace

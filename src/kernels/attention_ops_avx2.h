@@ -38,14 +38,10 @@ struct Avx2Ops {
   static void dots_block(const float* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n,
                                     DType t, float scale, float* scores, int64_t stride) {
     if (n % 8 == 0) {
-      switch (n_q) {
-        case 1: return dots_block_n<1>(q, k, m, step, n, t, scale, scores, stride);
-        case 2: return dots_block_n<2>(q, k, m, step, n, t, scale, scores, stride);
-        case 3: return dots_block_n<3>(q, k, m, step, n, t, scale, scores, stride);
-        case 4: return dots_block_n<4>(q, k, m, step, n, t, scale, scores, stride);
-        case 8: return dots_block_n<8>(q, k, m, step, n, t, scale, scores, stride);
-        default: break;
-      }
+      for_head_groups(n_q, [&]<int NQ>(int64_t h0) {
+        dots_block_n<NQ>(q + h0 * n, k, m, step, n, t, scale, scores + h0 * stride, stride);
+      });
+      return;
     }
     ScalarOps::dots_block(q, n_q, k, m, step, n, t, scale, scores, stride);
   }
@@ -101,14 +97,10 @@ struct Avx2Ops {
                                       int64_t g, int64_t b, int64_t e) {
     if (kv_block_type(kv.type)) return weighted_sum_q(out, n_q, w, stride, kv, g, b, e);
     if (kv.head_dim % 8 == 0) {
-      switch (n_q) {
-        case 1: return weighted_sum_n<1>(out, w, stride, kv, g, b, e);
-        case 2: return weighted_sum_n<2>(out, w, stride, kv, g, b, e);
-        case 3: return weighted_sum_n<3>(out, w, stride, kv, g, b, e);
-        case 4: return weighted_sum_n<4>(out, w, stride, kv, g, b, e);
-        case 8: return weighted_sum_n<8>(out, w, stride, kv, g, b, e);
-        default: break;
-      }
+      for_head_groups(n_q, [&]<int NQ>(int64_t h0) {
+        weighted_sum_n<NQ>(out + h0 * kv.head_dim, w + h0 * stride, stride, kv, g, b, e);
+      });
+      return;
     }
     ScalarOps::weighted_sum(out, n_q, w, stride, kv, g, b, e);
   }
@@ -184,8 +176,9 @@ struct Avx2Ops {
   }
   static void dots_block_q(const QueryBlock* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n,
                            DType t, float scale, float* scores, int64_t stride) {
-    if (!with_group_size(n_q, [&]<int NQ>() { dots_block_q_n<NQ>(q, k, m, step, n, t, scale, scores, stride); }))
-      ScalarOps::dots_block_q(q, n_q, k, m, step, n, t, scale, scores, stride);
+    for_head_groups(n_q, [&]<int NQ>(int64_t h0) {
+      dots_block_q_n<NQ>(q + h0 * (n / 32), k, m, step, n, t, scale, scores + h0 * stride, stride);
+    });
   }
 
   // 8 values of a quantized vector as floats, without the block's scale:
@@ -251,8 +244,9 @@ struct Avx2Ops {
   }
   static void weighted_sum_q(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv,
                              int64_t g, int64_t b, int64_t e) {
-    if (!with_group_size(n_q, [&]<int NQ>() { weighted_sum_q_n<NQ>(out, w, stride, kv, g, b, e); }))
-      ScalarOps::weighted_sum(out, n_q, w, stride, kv, g, b, e);
+    for_head_groups(n_q, [&]<int NQ>(int64_t h0) {
+      weighted_sum_q_n<NQ>(out + h0 * kv.head_dim, w + h0 * stride, stride, kv, g, b, e);
+    });
   }
 
   static float hmax(__m256 v) {

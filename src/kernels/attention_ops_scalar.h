@@ -26,21 +26,23 @@ struct QueryBlock {
 inline bool kv_block_type(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
 inline int64_t kv_block_bytes(DType t) { return t == DType::Q8_0 ? 34 : 18; }
 
-// Calls f.template operator()<N>() with N = n for a group of 1 to 8 query heads
-// (the SIMD kernels are instantiated per group size, their accumulators in
-// registers); false, calling nothing, for another n.
+// Calls f.template operator()<N>(h0) for the query heads [h0, h0 + N) of a
+// group of n: groups of 8, then the rest. The SIMD kernels are instantiated
+// per group size up to 8 (their accumulators in registers); a head's result
+// never depends on the heads beside it, so any group splits this way.
 template <typename F>
-inline bool with_group_size(int64_t n, F&& f) {
-  switch (n) {
-    case 1: f.template operator()<1>(); return true;
-    case 2: f.template operator()<2>(); return true;
-    case 3: f.template operator()<3>(); return true;
-    case 4: f.template operator()<4>(); return true;
-    case 5: f.template operator()<5>(); return true;
-    case 6: f.template operator()<6>(); return true;
-    case 7: f.template operator()<7>(); return true;
-    case 8: f.template operator()<8>(); return true;
-    default: return false;
+inline void for_head_groups(int64_t n, F&& f) {
+  int64_t h0 = 0;
+  for (; h0 + 8 <= n; h0 += 8) f.template operator()<8>(h0);
+  switch (n - h0) {
+    case 1: f.template operator()<1>(h0); break;
+    case 2: f.template operator()<2>(h0); break;
+    case 3: f.template operator()<3>(h0); break;
+    case 4: f.template operator()<4>(h0); break;
+    case 5: f.template operator()<5>(h0); break;
+    case 6: f.template operator()<6>(h0); break;
+    case 7: f.template operator()<7>(h0); break;
+    default: break;
   }
 }
 

@@ -150,8 +150,9 @@ void check_group(DType type, int64_t head_dim, SimdLevel level) {
   const KvLayerView kv = f.cache.view(0, f.seq);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   std::uniform_real_distribution<float> u(-2, 2);
-  std::vector<float> scratch(attention_scratch_floats(8, head_dim, kPositions));
-  for (int64_t n_q = 1; n_q <= 8; ++n_q) {
+  std::vector<float> scratch(attention_scratch_floats(16, head_dim, kPositions));
+  // 1-8 are one kernel instance each; 11 and 16 split into groups of 8 and the rest.
+  for (int64_t n_q : {1, 2, 3, 4, 5, 6, 7, 8, 11, 16}) {
     for (int64_t n_keys : {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{31}, int64_t{33}, kAttentionChunk - 1,
                            kAttentionChunk + 17, 2 * kAttentionChunk, kPositions - 3}) {
       const int64_t h = n_keys % kHeads;
