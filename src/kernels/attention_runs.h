@@ -12,6 +12,9 @@
 #include "kernels/kv_layer_view.h"
 
 namespace tally {
+// Internal linkage: the SIMD files include this too, and an out-of-line copy
+// they compiled must never be the one the baseline code links to.
+namespace {
 
 struct KvRuns {
   KvRuns(const KvLayerView& kv, const uint8_t* layer, int64_t kv_head, int64_t b, int64_t e)
@@ -66,4 +69,5 @@ inline void prefetch_positions(const KvLayerView& kv, const uint8_t* layer, int6
       }
 }
 
+}  // namespace
 }  // namespace tally

@@ -10,6 +10,7 @@
 
 #ifdef __AVX2__
 namespace tally {
+namespace {  // internal linkage: each SIMD file keeps its own copies
 namespace exp_f64 {
 // Inputs are clamped to [kLo, kHi] (beyond float's range either way); then
 // x = n ln2 + r with ln2 = kLn2Hi + kLn2Lo (Cody-Waite) and e^r by Taylor.
@@ -66,5 +67,6 @@ inline __m512 exp16(__m512 x) {
 }
 #endif  // TALLY_TU_AVX512
 
+}  // namespace
 }  // namespace tally
 #endif  // __AVX2__
