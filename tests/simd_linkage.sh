@@ -7,14 +7,14 @@
 #   usage: tests/simd_linkage.sh path/to/libtally_lib.a
 set -u
 lib="$1"
-members=$(nm -A "$lib" 2>/dev/null | grep -cE '_(avx2|avx512|vnni)\.cpp\.o:') || true
-if [ "${members:-0}" -eq 0 ]; then
+# The instruction-set objects' symbols, one "lib:member: value type name" line each.
+symbols=$(nm -A "$lib" 2>/dev/null | grep -E '_(avx2|avx512|vnni)\.cpp\.o:')
+if [ -z "$symbols" ]; then
   echo "simd_linkage: no *_avx2 / *_avx512 / *_vnni objects in $lib" >&2
   exit 1
 fi
 # W/V: weak; u: unique global. DW.ref.__gxx_personality_v0 is the compiler's own.
-weak=$(nm -A "$lib" | grep -E '_(avx2|avx512|vnni)\.cpp\.o:' |
-  awk '$(NF-1) ~ /^[WVu]$/ && $NF !~ /^DW\.ref\./' | c++filt)
+weak=$(awk '$(NF-1) ~ /^[WVu]$/ && $NF !~ /^DW\.ref\./' <<<"$symbols" | c++filt)
 if [ -n "$weak" ]; then
   echo "simd_linkage: weak definitions in instruction-set files (give them internal linkage):"
   echo "$weak"
