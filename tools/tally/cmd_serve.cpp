@@ -89,9 +89,10 @@ void add_serve(CLI::App& app) {
       int sig = 0;
       sigwait(&sigs, &sig);
       signalled = true;
+      // Refuse new requests before saying so: a client that reads the line may send one at once.
+      scheduler.begin_drain();
       fmt::print(stderr, "tally serve: {} received: draining (at most {} s)\n", sig == SIGTERM ? "SIGTERM" : "SIGINT",
                  o->drain_seconds);
-      scheduler.begin_drain();
       if (!scheduler.wait_idle(std::chrono::seconds(o->drain_seconds))) {
         fmt::print(stderr, "tally serve: drain time is up: cancelling what still runs\n");
         scheduler.cancel_all();
