@@ -6,8 +6,8 @@ For each file, thread count and depth the two benchmark tools run in turn,
 A/B/A/B for --reps rounds (so a noisy machine's drift hits both), one timed
 repetition per run; the table gives the medians and tally / llama.cpp:
 
-  llama-bench -m F -t T -p 512 -n 128 -d D -r 1 -o json
-  tally bench -m F -t T -p 512 -n 128 -d D -r 1 --json --no-probe
+  llama-bench -m F -t T -p 512 -n 128 -d D -r 1 -o json [-fa 1 -ctk C -ctv C]
+  tally bench -m F -t T -p 512 -n 128 -d D -r 1 --json --no-probe [--cache-type C]
 
   pp512  prefill of 512 tokens on top of D tokens already in the cache
   tg128  128 decode steps on top of D tokens
@@ -20,7 +20,11 @@ defaults, which the script does not change):
   f16 K/V cache (tally's default too), load mode "auto" (the file mapped with
   mmap), weight repacking on (its CPU layouts, as tally regroups at load);
 - both tools do one untimed warmup (a prefill of 512 / one decode step)
-  before the timed run, and neither times the depth fill.
+  before the timed run, and neither times the depth fill;
+- `--cache-types f16,q8_0,q4_0` runs each cell once per K/V cache type, keys
+  and values alike (`-ctk C -ctv C` and `--cache-type C`); llama.cpp needs
+  flash attention for a quantized V cache, so those runs say `-fa 1` (what
+  "auto" resolves to on the CPU anyway).
 
 The files: q4_1 is the default model itself; the others are made from it with
 that llama.cpp tree's `llama-quantize --allow-requantize` into
@@ -34,7 +38,8 @@ benchmarks the --model file itself (another model, such as Gemma 3 270M).
 
   python3 bench/compare_llama_cpp.py [--markdown] [--json OUT]
       [--formats q4_1,q4_0,q8_0,q4_k_m,q5_0,q5_k_m,q6_k | as-is] [--threads 1,2]
-      [--depths 0,2048] [--reps 3] [--model PATH] [--tally PATH] [--llama-bin DIR]
+      [--depths 0,2048] [--cache-types f16] [--reps 3] [--model PATH] [--tally PATH]
+      [--llama-bin DIR]
 
 Progress (what runs, how far, time left) goes to stderr when it is a
 terminal; otherwise the script prints only its results. Needs only Python's
@@ -58,6 +63,7 @@ DEFAULT_MODEL = TALLY_HOME / "models/SmolLM2-135M-Instruct.Q4_1.gguf"
 ALL_FORMATS = ["q4_1", "q4_0", "q8_0", "q4_k_m", "q5_0", "q5_k_m", "q6_k"]
 AS_IS = "as-is"  # --formats as-is: the --model file itself, as downloaded (another model)
 N_PROMPT, N_GEN = 512, 128
+CACHE_TYPES = ["f16", "q8_0", "q4_0"]  # the K/V cache types both engines have
 
 # ggml type id: (name, values per block, bytes per block)
 GGML_TYPES = {
@@ -194,14 +200,16 @@ def run_tool(cmd, parse):
     return parse(proc.stdout)
 
 
-def llama_bench_cmd(bin_dir, model, threads, depth):
-    return [str(bin_dir / "llama-bench"), "-m", str(model), "-t", str(threads), "-p", str(N_PROMPT), "-n",
-            str(N_GEN), "-d", str(depth), "-r", "1", "-o", "json"]
+def llama_bench_cmd(bin_dir, model, threads, depth, cache="f16"):
+    cmd = [str(bin_dir / "llama-bench"), "-m", str(model), "-t", str(threads), "-p", str(N_PROMPT), "-n",
+           str(N_GEN), "-d", str(depth), "-r", "1", "-o", "json"]
+    return cmd if cache == "f16" else cmd + ["-fa", "1", "-ctk", cache, "-ctv", cache]
 
 
-def tally_bench_cmd(tally, model, threads, depth):
-    return [str(tally), "bench", "-m", str(model), "-t", str(threads), "-p", str(N_PROMPT), "-n", str(N_GEN), "-d",
-            str(depth), "-r", "1", "--json", "--no-probe"]
+def tally_bench_cmd(tally, model, threads, depth, cache="f16"):
+    cmd = [str(tally), "bench", "-m", str(model), "-t", str(threads), "-p", str(N_PROMPT), "-n", str(N_GEN), "-d",
+           str(depth), "-r", "1", "--json", "--no-probe"]
+    return cmd if cache == "f16" else cmd + ["--cache-type", cache]
 
 
 def find_llama_bin(arg):
@@ -309,11 +317,12 @@ def median_or_none(values):
 
 
 def summarize(runs):
-    """Raw runs -> one cell per (format, threads, depth) with medians, ratios and failures."""
+    """Raw runs -> one cell per (format, cache type, threads, depth) with medians, ratios and failures."""
     cells = {}
     for r in runs:
-        key = (r["format"], r["threads"], r["depth"])
-        c = cells.setdefault(key, {"format": r["format"], "file": r["file"], "types": r["types"],
+        cache = r.get("cache", "f16")
+        key = (r["format"], cache, r["threads"], r["depth"])
+        c = cells.setdefault(key, {"format": r["format"], "file": r["file"], "types": r["types"], "cache": cache,
                                    "threads": r["threads"], "depth": r["depth"],
                                    "tally": {"pp": [], "tg": [], "error": None},
                                    "llama.cpp": {"pp": [], "tg": [], "error": None}})
@@ -346,13 +355,13 @@ def markdown(cells, reps):
     lines = [f"Medians of {reps} interleaved runs per cell (A/B/A/B), tokens/s; "
              f"pp{N_PROMPT} = prefill of {N_PROMPT} tokens, tg{N_GEN} = {N_GEN} decode steps, "
              "both on top of `depth` tokens already in the cache.", "",
-             f"| file | types | threads | depth | pp{N_PROMPT} tally | pp{N_PROMPT} llama.cpp | pp ratio "
+             f"| file | types | K/V cache | threads | depth | pp{N_PROMPT} tally | pp{N_PROMPT} llama.cpp | pp ratio "
              f"| tg{N_GEN} tally | tg{N_GEN} llama.cpp | tg ratio |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     failures = []
     for c in cells:
         ratio = {t: (f"**{c[t + '_ratio']:.2f}x**" if c[t + "_ratio"] else "") for t in ("pp", "tg")}
-        lines.append(f"| {c['format'].upper()} | {c['types']} | {c['threads']} | {c['depth']} "
+        lines.append(f"| {c['format'].upper()} | {c['types']} | {c['cache']} | {c['threads']} | {c['depth']} "
                      f"| {fmt_tps(c['tally'], 'pp')} | {fmt_tps(c['llama.cpp'], 'pp')} | {ratio['pp']} "
                      f"| {fmt_tps(c['tally'], 'tg')} | {fmt_tps(c['llama.cpp'], 'tg')} | {ratio['tg']} |")
         for eng in ("tally", "llama.cpp"):
@@ -371,7 +380,7 @@ def plain(cells):
             r = c[t + "_ratio"]
             parts.append(f"{t} tally {fmt_tps(c['tally'], t)} / llama.cpp {fmt_tps(c['llama.cpp'], t)}"
                          + (f" = {r:.2f}x" if r else ""))
-        out.append(f"{c['format'].upper():7} t={c['threads']} d={c['depth']:<5} " + "; ".join(parts))
+        out.append(f"{c['format'].upper():7} {c['cache']:4} t={c['threads']} d={c['depth']:<5} " + "; ".join(parts))
         for eng in ("tally", "llama.cpp"):
             if c[eng]["error"]:
                 out.append(f"        {eng} fails: {c[eng]['error']}")
@@ -398,6 +407,7 @@ def main(argv=None):
     ap.add_argument("--formats", default=",".join(ALL_FORMATS), help="comma-separated llama-quantize types")
     ap.add_argument("--threads", type=int_list, default=[1, 2])
     ap.add_argument("--depths", type=int_list, default=[0, 2048])
+    ap.add_argument("--cache-types", default="f16", help=f"comma-separated K/V cache types ({', '.join(CACHE_TYPES)})")
     ap.add_argument("--reps", type=int, default=3, help="interleaved rounds per cell")
     ap.add_argument("--markdown", action="store_true", help="print a markdown table")
     ap.add_argument("--json", metavar="OUT", help="write the raw runs and the medians here")
@@ -407,6 +417,10 @@ def main(argv=None):
     unknown = [f for f in formats if f not in ALL_FORMATS + [AS_IS]]
     if unknown:
         die(f"--formats: unknown {', '.join(unknown)} (known: {', '.join(ALL_FORMATS + [AS_IS])})")
+    caches = [c.strip().lower() for c in a.cache_types.split(",") if c.strip()]
+    bad = [c for c in caches if c not in CACHE_TYPES]
+    if bad or not caches:
+        die(f"--cache-types: unknown {', '.join(bad) or 'none given'} (known: {', '.join(CACHE_TYPES)})")
     if a.reps < 1:
         die("--reps must be at least 1")
     if any(t < 1 for t in a.threads) or any(d < 0 for d in a.depths):
@@ -419,7 +433,8 @@ def main(argv=None):
         die(f"{tally} not found: build it (cmake --build build/release --target tally) or give --tally")
     bin_dir = find_llama_bin(a.llama_bin)
 
-    total = len(formats) * len(a.threads) * len(a.depths) * a.reps * 2
+    per_file = len(caches) * len(a.threads) * len(a.depths)
+    total = len(formats) * per_file * a.reps * 2
     progress = Progress("compare_llama_cpp", total)
     runs, files = [], {}
     try:
@@ -428,37 +443,38 @@ def main(argv=None):
                 path = make_file(bin_dir, source, fmt, progress)
                 types = type_mix(gguf_tensors(path))
             except Failure as e:
-                for t in a.threads:
-                    for d in a.depths:
-                        for eng in ("tally", "llama.cpp"):
-                            runs.append({"format": fmt, "file": None, "types": "", "threads": t, "depth": d,
-                                         "engine": eng, "round": 0, "error": str(e)})
-                progress.done += len(a.threads) * len(a.depths) * a.reps * 2
+                for cache in caches:
+                    for t in a.threads:
+                        for d in a.depths:
+                            for eng in ("tally", "llama.cpp"):
+                                runs.append({"format": fmt, "file": None, "types": "", "cache": cache, "threads": t,
+                                             "depth": d, "engine": eng, "round": 0, "error": str(e)})
+                progress.done += per_file * a.reps * 2
                 continue
             files[fmt] = {"path": str(path), "types": types, "bytes": path.stat().st_size}
-            for t in a.threads:
-                for d in a.depths:
-                    tally_failed = None
-                    for rnd in range(1, a.reps + 1):
-                        for eng in ("tally", "llama.cpp"):
-                            progress.update(f"{fmt.upper()}, {t} thread{'s' if t > 1 else ''}, depth {d}, "
-                                            f"round {rnd}/{a.reps}: {eng}")
-                            run = {"format": fmt, "file": str(path), "types": types, "threads": t, "depth": d,
-                                   "engine": eng, "round": rnd}
-                            try:
-                                if eng == "tally" and tally_failed:
-                                    raise Failure(tally_failed)  # a file tally cannot load fails every time
-                                if eng == "tally":
-                                    res = run_tool(tally_bench_cmd(tally, path, t, d), parse_tally_bench)
-                                else:
-                                    res = run_tool(llama_bench_cmd(bin_dir, path, t, d), parse_llama_bench)
-                                run.update(res)
-                            except Failure as e:
-                                run["error"] = str(e)
-                                if eng == "tally":
-                                    tally_failed = str(e)
-                            runs.append(run)
-                            progress.done += 1
+            cells_of_file = [(c, t, d) for c in caches for t in a.threads for d in a.depths]
+            for cache, t, d in cells_of_file:
+                tally_failed = None
+                for rnd in range(1, a.reps + 1):
+                    for eng in ("tally", "llama.cpp"):
+                        progress.update(f"{fmt.upper()}, {cache} cache, {t} thread{'s' if t > 1 else ''}, depth {d}, "
+                                        f"round {rnd}/{a.reps}: {eng}")
+                        run = {"format": fmt, "file": str(path), "types": types, "cache": cache, "threads": t,
+                               "depth": d, "engine": eng, "round": rnd}
+                        try:
+                            if eng == "tally" and tally_failed:
+                                raise Failure(tally_failed)  # a file tally cannot load fails every time
+                            if eng == "tally":
+                                res = run_tool(tally_bench_cmd(tally, path, t, d, cache), parse_tally_bench)
+                            else:
+                                res = run_tool(llama_bench_cmd(bin_dir, path, t, d, cache), parse_llama_bench)
+                            run.update(res)
+                        except Failure as e:
+                            run["error"] = str(e)
+                            if eng == "tally":
+                                tally_failed = str(e)
+                        runs.append(run)
+                        progress.done += 1
     finally:
         progress.clear()
 

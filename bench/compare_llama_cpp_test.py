@@ -97,8 +97,8 @@ class Table(unittest.TestCase):
         q6 = next(c for c in cells if c["format"] == "q6_k")
         self.assertIsNone(q6["pp_ratio"])
         md = cmp.markdown(cells, 3)
-        self.assertIn("| Q4_0 | Q4_0 100% | 1 | 0 | 110.0 | 45.0 | **2.44x** | 11.0 | 4.5 | **2.44x** |", md)
-        self.assertIn("| Q6_K | Q4_0 100% | 1 | 0 | fails | 30.0 |  | fails | 3.0 |  |", md)
+        self.assertIn("| Q4_0 | Q4_0 100% | f16 | 1 | 0 | 110.0 | 45.0 | **2.44x** | 11.0 | 4.5 | **2.44x** |", md)
+        self.assertIn("| Q6_K | Q4_0 100% | f16 | 1 | 0 | fails | 30.0 |  | fails | 3.0 |  |", md)
         self.assertIn("- Q6_K, tally: tally: error: no Q6_K", md)
         self.assertIn("tally fails: tally: error: no Q6_K", cmp.plain(cells))
 
@@ -112,6 +112,33 @@ class Commands(unittest.TestCase):
             self.assertEqual(ta[ta.index(flag) + 1], value)
         self.assertEqual(ll[0], "/b/llama-bench")
         self.assertIn("--no-probe", ta)
+        self.assertNotIn("-ctk", ll)  # f16: both tools' default cache
+        self.assertNotIn("--cache-type", ta)
+
+    def test_cache_types_reach_both_tools(self):
+        ll = cmp.llama_bench_cmd(Path("/b"), "m.gguf", 1, 8000, "q8_0")
+        ta = cmp.tally_bench_cmd("tally", "m.gguf", 1, 8000, "q8_0")
+        self.assertEqual((ll[ll.index("-ctk") + 1], ll[ll.index("-ctv") + 1], ll[ll.index("-fa") + 1]),
+                         ("q8_0", "q8_0", "1"))
+        self.assertEqual(ta[ta.index("--cache-type") + 1], "q8_0")
+
+    def test_cells_are_per_cache_type(self):
+        base = {"format": "q4_1", "file": "f", "types": "Q4_1 100%", "threads": 1, "depth": 8000, "round": 1}
+        runs = [dict(base, cache=c, engine=e, pp=p, tg=p / 10)
+                for c, p in (("f16", 100.0), ("q8_0", 80.0)) for e in ("tally", "llama.cpp")]
+        cells = cmp.summarize(runs)
+        self.assertEqual(sorted(c["cache"] for c in cells), ["f16", "q8_0"])
+        self.assertIn("| Q4_1 | Q4_1 100% | q8_0 | 1 | 8000 | 80.0 | 80.0 | **1.00x** |", cmp.markdown(cells, 1))
+
+    def test_unknown_cache_type_is_refused(self):
+        err = io.StringIO()
+        old, sys.stderr = sys.stderr, err
+        try:
+            with self.assertRaises(SystemExit):
+                cmp.main(["--cache-types", "q8_0,q5_1"])
+        finally:
+            sys.stderr = old
+        self.assertIn("--cache-types: unknown q5_1", err.getvalue())
 
     def test_derived_names(self):
         p = cmp.derived_path(Path("/m/SmolLM2-135M-Instruct.Q4_1.gguf"), "q4_k_m")
