@@ -420,7 +420,8 @@ def main(argv=None):
     caches = [c.strip().lower() for c in a.cache_types.split(",") if c.strip()]
     bad = [c for c in caches if c not in CACHE_TYPES]
     if bad or not caches:
-        die(f"--cache-types: unknown {', '.join(bad) or 'none given'} (known: {', '.join(CACHE_TYPES)})")
+        what = f"unknown {', '.join(bad)}" if bad else "none given"
+        die(f"--cache-types: {what} (known: {', '.join(CACHE_TYPES)})")
     if a.reps < 1:
         die("--reps must be at least 1")
     if any(t < 1 for t in a.threads) or any(d < 0 for d in a.depths):
@@ -433,8 +434,8 @@ def main(argv=None):
         die(f"{tally} not found: build it (cmake --build build/release --target tally) or give --tally")
     bin_dir = find_llama_bin(a.llama_bin)
 
-    per_file = len(caches) * len(a.threads) * len(a.depths)
-    total = len(formats) * per_file * a.reps * 2
+    cells_of_file = [(c, t, d) for c in caches for t in a.threads for d in a.depths]
+    total = len(formats) * len(cells_of_file) * a.reps * 2
     progress = Progress("compare_llama_cpp", total)
     runs, files = [], {}
     try:
@@ -443,16 +444,13 @@ def main(argv=None):
                 path = make_file(bin_dir, source, fmt, progress)
                 types = type_mix(gguf_tensors(path))
             except Failure as e:
-                for cache in caches:
-                    for t in a.threads:
-                        for d in a.depths:
-                            for eng in ("tally", "llama.cpp"):
-                                runs.append({"format": fmt, "file": None, "types": "", "cache": cache, "threads": t,
-                                             "depth": d, "engine": eng, "round": 0, "error": str(e)})
-                progress.done += per_file * a.reps * 2
+                for cache, t, d in cells_of_file:
+                    for eng in ("tally", "llama.cpp"):
+                        runs.append({"format": fmt, "file": None, "types": "", "cache": cache, "threads": t,
+                                     "depth": d, "engine": eng, "round": 0, "error": str(e)})
+                progress.done += len(cells_of_file) * a.reps * 2
                 continue
             files[fmt] = {"path": str(path), "types": types, "bytes": path.stat().st_size}
-            cells_of_file = [(c, t, d) for c in caches for t in a.threads for d in a.depths]
             for cache, t, d in cells_of_file:
                 tally_failed = None
                 for rnd in range(1, a.reps + 1):
