@@ -5,6 +5,7 @@ its parsing of a recorded llama-bench JSON and tally bench JSON
 table it builds, and its progress line (the same format as tally's). Run by
 CTest when python3 is present:  python3 bench/compare_llama_cpp_test.py
 """
+import contextlib
 import io
 import json
 import os
@@ -132,12 +133,8 @@ class Commands(unittest.TestCase):
 
     def test_unknown_cache_type_is_refused(self):
         err = io.StringIO()
-        old, sys.stderr = sys.stderr, err
-        try:
-            with self.assertRaises(SystemExit):
-                cmp.main(["--cache-types", "q8_0,q5_1"])
-        finally:
-            sys.stderr = old
+        with contextlib.redirect_stderr(err), self.assertRaises(SystemExit):
+            cmp.main(["--cache-types", "q8_0,q5_1"])
         self.assertIn("--cache-types: unknown q5_1", err.getvalue())
 
     def test_derived_names(self):
@@ -147,12 +144,8 @@ class Commands(unittest.TestCase):
     def test_missing_tools_say_how_to_build_them(self):
         with tempfile.TemporaryDirectory() as d:
             err = io.StringIO()
-            old, sys.stderr = sys.stderr, err
-            try:
-                with self.assertRaises(SystemExit):
-                    cmp.find_llama_bin(d)
-            finally:
-                sys.stderr = old
+            with contextlib.redirect_stderr(err), self.assertRaises(SystemExit):
+                cmp.find_llama_bin(d)
             self.assertIn("run scripts/build_llama_cpp.sh", err.getvalue())
             self.assertEqual(err.getvalue().count("\n"), 1)
 
