@@ -236,10 +236,31 @@ struct Lanes512 {
       for (int j = 0; j < T; ++j) out[j] = fold(acc[j]);
     }
   }
+  // As Lanes256::q5, loads 2k and 2k + 1 at once: the run's high bits over
+  // both halves, each shifted to its own load's slot.
   template <int W, int T>
   __attribute__((always_inline)) static void q5(const uint8_t* w, const uint8_t* hb, const int8_t* const* x,
                                                 __m256i* out) {
-    Narrow::template q5<W, T>(w, hb, x, out);
+    if constexpr (W < 8) {
+      Narrow::template q5<W, T>(w, hb, x, out);
+    } else {
+      const __m512i m4 = _mm512_set1_epi8(15), b4 = _mm512_set1_epi8(16);
+      const __m512i h = _mm512_broadcast_i64x4(load256(hb));
+      __m512i acc[T];
+      for (int j = 0; j < T; ++j) acc[j] = _mm512_setzero_si512();
+      for (int k = 0; k < 2; ++k) {
+        const __m512i q = load512(w + 64 * k);
+        const __m512i hs = _mm512_srlv_epi64(h, _mm512_set_epi64(4 * k + 2, 4 * k + 2, 4 * k + 2, 4 * k + 2, 4 * k,
+                                                                  4 * k, 4 * k, 4 * k));
+        const __m512i lo = _mm512_or_si512(_mm512_and_si512(q, m4), _mm512_and_si512(_mm512_slli_epi16(hs, 4), b4));
+        const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4),
+                                           _mm512_and_si512(_mm512_slli_epi16(hs, 3), b4));
+        for (int j = 0; j < T; ++j)
+          acc[j] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc[j], lo, load512(x[j] + 64 * k)), hi,
+                                       load512(x[j] + 128 + 64 * k));
+      }
+      for (int j = 0; j < T; ++j) out[j] = fold(acc[j]);
+    }
   }
   template <int T>
   __attribute__((always_inline)) static void q6(const uint8_t* w, const uint8_t* top, const int8_t* const* x,
