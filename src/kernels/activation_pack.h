@@ -8,10 +8,13 @@
 // to even (split_blocks); a padding block is zero.
 // d, s: (n, nb8) floats, the blocks' scale and scale * sum, zero-padded to
 // nb8 = nb rounded up to 8 (kernels read scales 8 blocks at a time).
-// Capacity is reserved once (reserve()); build() then never allocates.
+// Capacity is reserved once (reserve()); build() then never allocates. q, d
+// and s start on a cache line, and each token's q is a whole number of lines
+// (nb * 32 bytes, nb even), so the 64-byte loads of the kernels never split.
 #include <cstdint>
 #include <vector>
 
+#include "core/aligned_allocator.h"
 #include "kernels/activation_q8.h"
 
 namespace tally {
@@ -19,8 +22,8 @@ namespace tally {
 struct ActivationPack {
   int64_t n = 0, nb = 0, nb8 = 0;
   const BlockQ8* blocks = nullptr;  // (n, cols / 32): the plain blocks
-  std::vector<int8_t> q;
-  std::vector<float> d, s;
+  CacheAlignedVector<int8_t> q;
+  CacheAlignedVector<float> d, s;
 
   void reserve(int64_t max_tokens, int64_t max_blocks);
   // x: (n_tokens, blocks_per_token) blocks, which must outlive the pack.
