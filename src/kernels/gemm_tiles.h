@@ -262,10 +262,35 @@ struct Lanes512 {
       for (int j = 0; j < T; ++j) out[j] = fold(acc[j]);
     }
   }
+  // As Lanes256::q6, loads 2k and 2k + 1 at once: both meet the top bits of
+  // 32 bytes at 32k, shifted per half (masked shifts) as the 256-bit code
+  // shifts them per load; x takes the sign by a masked negation.
   template <int T>
   __attribute__((always_inline)) static void q6(const uint8_t* w, const uint8_t* top, const int8_t* const* x,
                                                 __m256i* lo_out, __m256i* hi_out) {
-    Narrow::template q6<T>(w, top, x, lo_out, hi_out);
+    const __m512i m4 = _mm512_set1_epi8(15), m2 = _mm512_set1_epi8(0x30), c32 = _mm512_set1_epi8(32);
+    constexpr __mmask32 kLowHalf = 0x0000FFFF, kHighHalf = 0xFFFF0000;
+    __m512i plo[T], phi[T];
+    for (int j = 0; j < T; ++j) plo[j] = phi[j] = _mm512_setzero_si512();
+    for (int k = 0; k < 2; ++k) {
+      const __m512i q = load512(w + 64 * k), t = _mm512_broadcast_i64x4(load256(top + 32 * k));
+      const __m512i tl = _mm512_mask_slli_epi16(t, kLowHalf, t, 4);
+      const __m512i th = _mm512_mask_srli_epi16(_mm512_slli_epi16(t, 2), kHighHalf, t, 2);
+      const __m512i lo = _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(q, m4), _mm512_and_si512(tl, m2)), c32);
+      const __m512i hi = _mm512_sub_epi8(
+          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4), _mm512_and_si512(th, m2)), c32);
+      const __m512i ulo = _mm512_abs_epi8(lo), uhi = _mm512_abs_epi8(hi);
+      const __mmask64 nlo = _mm512_movepi8_mask(lo), nhi = _mm512_movepi8_mask(hi);
+      for (int j = 0; j < T; ++j) {
+        const __m512i xl = load512(x[j] + 64 * k), xh = load512(x[j] + 128 + 64 * k);
+        plo[j] = _mm512_dpbusd_epi32(plo[j], ulo, _mm512_mask_sub_epi8(xl, nlo, _mm512_setzero_si512(), xl));
+        phi[j] = _mm512_dpbusd_epi32(phi[j], uhi, _mm512_mask_sub_epi8(xh, nhi, _mm512_setzero_si512(), xh));
+      }
+    }
+    for (int j = 0; j < T; ++j) {
+      lo_out[j] = fold(plo[j]);
+      hi_out[j] = fold(phi[j]);
+    }
   }
   template <int W, int T>
   __attribute__((always_inline)) static void q8(const uint8_t* w, const int8_t* const* x, __m256i* out) {
