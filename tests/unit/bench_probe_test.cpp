@@ -55,6 +55,8 @@ TEST(BenchProbe, PrefillCountsEachWeightTimesEachTokenAndTheOutputOnce) {
 }
 
 TEST(BenchProbe, OnlyTheIntegerFormatsRunAsInt8) {
-  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0}) EXPECT_TRUE(runs_as_int8(t));
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_K, DType::Q6_K}) EXPECT_FALSE(runs_as_int8(t));
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K,
+                  DType::Q6_K})
+    EXPECT_TRUE(runs_as_int8(t));
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) EXPECT_FALSE(runs_as_int8(t));
 }
