@@ -1,9 +1,9 @@
 // AVX-512 VNNI instances of the split and K-quant layout kernels (compiled with
 // -mavx512f/bw/vl and -mavx512vnni; called only when the CPU has them). Runs of
-// 8 blocks of the 4- and 8-bit formats load 64 bytes (two dwords of 8 blocks)
-// per instruction; the 5- and 6-bit formats run the 256-bit code with the
-// EVEX vpdpbusd. Integer block sums are exact and the float steps are those of
-// the 256-bit kernels, so results are bit-identical to them.
+// 8 blocks load 64 bytes (two of the 256-bit kernels' loads) per instruction;
+// shorter runs take the 256-bit code with the EVEX vpdpbusd. Integer block
+// sums are exact and the float steps are those of the 256-bit kernels, so
+// results are bit-identical to them.
 #include "kernels/x86_intrinsics.h"  // first: see there
 #include "kernels/kernel_table.h"
 

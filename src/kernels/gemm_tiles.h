@@ -207,9 +207,9 @@ struct DotVnni512 {
   static __m256i widen(__m256i p) { return p; }
 };
 
-// Runs of 8 with 64-byte loads (two dwords of the 8 blocks at once; lanes
-// 8..15 fold onto 0..7 at the end); the shorter runs, and the 5- and 6-bit
-// formats, as Lanes256 with the same instruction.
+// Runs of 8 with 64-byte loads (two of Lanes256's loads at once; lanes 8..15
+// fold onto 0..7 at the end, an exact integer add); the shorter runs as
+// Lanes256 with the same instruction.
 struct Lanes512 {
   using Dot = DotVnni512;
   using Narrow = Lanes256<DotVnni512>;
