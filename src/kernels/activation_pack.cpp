@@ -21,25 +21,34 @@ ActivationPack ActivationPack::of(const BlockQ8* x, int64_t n_tokens, int64_t bl
 }
 
 void ActivationPack::build(const BlockQ8* x, int64_t n_tokens, int64_t blocks_per_token) {
+  prepare(x, n_tokens, blocks_per_token);
+  pack_tokens(0, n_tokens);
+}
+
+void ActivationPack::prepare(const BlockQ8* x, int64_t n_tokens, int64_t blocks_per_token) {
   if (n_tokens < 0 || blocks_per_token < 1) fail("activation pack of {} x {} blocks", n_tokens, blocks_per_token);
   n = n_tokens;
+  token_blocks = blocks_per_token;
   nb = split_blocks(blocks_per_token * 32);
   nb8 = (nb + 7) / 8 * 8;
   blocks = x;
   q.resize(static_cast<size_t>(n * nb * 32));
   d.assign(static_cast<size_t>(n * nb8), 0.0f);
   s.assign(static_cast<size_t>(n * nb8), 0.0f);
+}
+
+void ActivationPack::pack_tokens(int64_t t0, int64_t t1) {
   static constexpr BlockQ8 kZero{};  // the padding block of an odd count
-  for (int64_t t = 0; t < n; ++t) {
-    const BlockQ8* xb = x + t * blocks_per_token;
-    auto block = [&](int64_t b) -> const BlockQ8& { return b < blocks_per_token ? xb[b] : kZero; };
+  for (int64_t t = t0; t < t1; ++t) {
+    const BlockQ8* xb = blocks + t * token_blocks;
+    auto block = [&](int64_t b) -> const BlockQ8& { return b < token_blocks ? xb[b] : kZero; };
     int8_t* out = q.data() + t * nb * 32;
     for_each_split_run(nb, [&](auto width, int64_t b0) {
       constexpr int W = decltype(width)::value;
       for (int k = 0; k < 8; ++k)
         for (int i = 0; i < W; ++i) std::memcpy(out + b0 * 32 + (k * W + i) * 4, block(b0 + i).q + 4 * k, 4);
     });
-    for (int64_t b = 0; b < blocks_per_token; ++b) {
+    for (int64_t b = 0; b < token_blocks; ++b) {
       d[t * nb8 + b] = xb[b].d;
       s[t * nb8 + b] = xb[b].s;
     }

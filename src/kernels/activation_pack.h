@@ -21,6 +21,7 @@ namespace tally {
 
 struct ActivationPack {
   int64_t n = 0, nb = 0, nb8 = 0;
+  int64_t token_blocks = 0;  // blocks of a token in `blocks` (nb less any padding block)
   const BlockQ8* blocks = nullptr;  // (n, cols / 32): the plain blocks
   CacheAlignedVector<int8_t> q;
   CacheAlignedVector<float> d, s;
@@ -28,6 +29,11 @@ struct ActivationPack {
   void reserve(int64_t max_tokens, int64_t max_blocks);
   // x: (n_tokens, blocks_per_token) blocks, which must outlive the pack.
   void build(const BlockQ8* x, int64_t n_tokens, int64_t blocks_per_token);
+  // build() in two steps, so that threads can pack disjoint token ranges:
+  // prepare() sizes the pack for x (zero scales), pack_tokens() fills tokens
+  // [t0, t1) from their blocks, which must be final by then.
+  void prepare(const BlockQ8* x, int64_t n_tokens, int64_t blocks_per_token);
+  void pack_tokens(int64_t t0, int64_t t1);
   // A pack of its own (allocating): for callers outside the forward pass.
   static ActivationPack of(const BlockQ8* x, int64_t n_tokens, int64_t blocks_per_token);
 

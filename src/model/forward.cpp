@@ -49,9 +49,20 @@ Forward::Forward(const Model& model, ThreadPool& pool, int64_t max_tokens, int64
   logits_.resize(static_cast<size_t>(logit_rows) * static_cast<size_t>(c.n_vocab));
 }
 
+template <class F>
+void Forward::for_tokens(int64_t n, F&& fn) {
+  if (pool_.size() > 1 && n >= kParallelTokens)
+    pool_.parallel_for(n, [&](int64_t b, int64_t e, int) { fn(b, e); });
+  else
+    fn(0, n);
+}
+
 void Forward::quantize_rows(const float* x, int64_t n, int64_t dim) {
-  for (int64_t t = 0; t < n; ++t) quantize_row_q8(x + t * dim, xq_.data() + t * (dim / 32), dim);
-  xpack_.build(xq_.data(), n, dim / 32);
+  xpack_.prepare(xq_.data(), n, dim / 32);
+  for_tokens(n, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) quantize_row_q8(x + t * dim, xq_.data() + t * (dim / 32), dim);
+    xpack_.pack_tokens(t0, t1);
+  });
 }
 
 uint64_t Forward::attention(int64_t n, int64_t layer) {
@@ -200,11 +211,20 @@ void Forward::run(KvCache* kv, std::span<const StepEntry> batch) {
   }
   if (hooks_) hooks_->residual(0, x_.data(), n);
   uint64_t scores = 0;
+  // rms_norm of each token's row of in (n, E) into out (may be in).
+  auto norm_rows = [&](const float* in, const std::vector<float>& weight, float* out) {
+    for_tokens(n, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) rms_norm(in + t * E, weight.data(), out + t * E, E, c.rms_eps);
+    });
+  };
+  auto add_residual = [&] {  // x_ += proj_
+    for_tokens(n, [&](int64_t t0, int64_t t1) { add_inplace(x_.data() + t0 * E, proj_.data() + t0 * E, (t1 - t0) * E); });
+  };
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = model_.layer(l);
     // Attention sub-block.
-    for (int64_t t = 0; t < n; ++t) rms_norm(x_.data() + t * E, L.attn_norm.data(), xn_.data() + t * E, E, c.rms_eps);
+    norm_rows(x_.data(), L.attn_norm, xn_.data());
     quantize_rows(xn_.data(), n, E);
     const MatmulOut qkv[] = {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
     matmul_many(qkv, xpack_, pool_);
@@ -238,26 +258,26 @@ void Forward::run(KvCache* kv, std::span<const StepEntry> batch) {
     scores += attention(n, l);
     quantize_rows(attn_.data(), n, Q);
     matmul(L.wo, xpack_, proj_.data(), pool_);
-    if (c.arch->post_norms)
-      for (int64_t t = 0; t < n; ++t)
-        rms_norm(proj_.data() + t * E, L.post_attn_norm.data(), proj_.data() + t * E, E, c.rms_eps);
-    add_inplace(x_.data(), proj_.data(), n * E);
+    if (c.arch->post_norms) norm_rows(proj_.data(), L.post_attn_norm, proj_.data());
+    add_residual();
 
     // MLP sub-block.
-    for (int64_t t = 0; t < n; ++t) rms_norm(x_.data() + t * E, L.ffn_norm.data(), xn_.data() + t * E, E, c.rms_eps);
+    norm_rows(x_.data(), L.ffn_norm, xn_.data());
     quantize_rows(xn_.data(), n, E);
     const MatmulOut gate_up[] = {{&L.ffn_gate, gate_.data()}, {&L.ffn_up, up_.data()}};
     matmul_many(gate_up, xpack_, pool_);
-    if (c.arch->ffn == FfnActivation::GeluTanh)
-      gelu_tanh_mul(gate_.data(), up_.data(), gate_.data(), n * F);
-    else
-      silu_mul(gate_.data(), up_.data(), gate_.data(), n * F);
+    for_tokens(n, [&](int64_t t0, int64_t t1) {
+      float* g = gate_.data() + t0 * F;
+      const float* u = up_.data() + t0 * F;
+      if (c.arch->ffn == FfnActivation::GeluTanh)
+        gelu_tanh_mul(g, u, g, (t1 - t0) * F);
+      else
+        silu_mul(g, u, g, (t1 - t0) * F);
+    });
     quantize_rows(gate_.data(), n, F);
     matmul(L.ffn_down, xpack_, proj_.data(), pool_);
-    if (c.arch->post_norms)
-      for (int64_t t = 0; t < n; ++t)
-        rms_norm(proj_.data() + t * E, L.post_ffw_norm.data(), proj_.data() + t * E, E, c.rms_eps);
-    add_inplace(x_.data(), proj_.data(), n * E);
+    if (c.arch->post_norms) norm_rows(proj_.data(), L.post_ffw_norm, proj_.data());
+    add_residual();
     if (hooks_) hooks_->residual(l + 1, x_.data(), n);
   }
 

@@ -70,6 +70,13 @@ class Forward {
   void set_hooks(ForwardHooks* hooks) { hooks_ = hooks; }
 
  private:
+  // fn(t0, t1) over the step's n tokens: split over the pool from
+  // kParallelTokens tokens on (the per-token steps between the matrices of a
+  // prefill), on this thread below (waking the workers would cost a decode
+  // step more than it saves). Per-token work only: the bits do not change.
+  static constexpr int64_t kParallelTokens = 8;
+  template <class F>
+  void for_tokens(int64_t n, F&& fn);
   void quantize_rows(const float* x, int64_t n, int64_t dim);
   // Attention of the step's n tokens for one layer; returns the (query, key)
   // scores computed, summed over heads.
