@@ -263,19 +263,19 @@ struct Lanes512 {
     }
   }
   // As Lanes256::q6, loads 2k and 2k + 1 at once: both meet the top bits of
-  // 32 bytes at 32k, shifted per half (masked shifts) as the 256-bit code
-  // shifts them per load; x takes the sign by a masked negation.
+  // 32 bytes at 32k, shifted per half (a blend of two shifts) as the 256-bit
+  // code shifts them per load; x takes the sign by a masked negation.
   template <int T>
   __attribute__((always_inline)) static void q6(const uint8_t* w, const uint8_t* top, const int8_t* const* x,
                                                 __m256i* lo_out, __m256i* hi_out) {
     const __m512i m4 = _mm512_set1_epi8(15), m2 = _mm512_set1_epi8(0x30), c32 = _mm512_set1_epi8(32);
-    constexpr __mmask32 kLowHalf = 0x0000FFFF, kHighHalf = 0xFFFF0000;
+    constexpr __mmask8 kHighHalf = 0xF0;  // _mm512_mask_blend_epi64: the second operand there
     __m512i plo[T], phi[T];
     for (int j = 0; j < T; ++j) plo[j] = phi[j] = _mm512_setzero_si512();
     for (int k = 0; k < 2; ++k) {
       const __m512i q = load512(w + 64 * k), t = _mm512_broadcast_i64x4(load256(top + 32 * k));
-      const __m512i tl = _mm512_mask_slli_epi16(t, kLowHalf, t, 4);
-      const __m512i th = _mm512_mask_srli_epi16(_mm512_slli_epi16(t, 2), kHighHalf, t, 2);
+      const __m512i tl = _mm512_mask_blend_epi64(kHighHalf, _mm512_slli_epi16(t, 4), t);
+      const __m512i th = _mm512_mask_blend_epi64(kHighHalf, _mm512_slli_epi16(t, 2), _mm512_srli_epi16(t, 2));
       const __m512i lo = _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(q, m4), _mm512_and_si512(tl, m2)), c32);
       const __m512i hi = _mm512_sub_epi8(
           _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4), _mm512_and_si512(th, m2)), c32);
