@@ -218,7 +218,9 @@ void Forward::run(KvCache* kv, std::span<const StepEntry> batch) {
     });
   };
   auto add_residual = [&] {  // x_ += proj_
-    for_tokens(n, [&](int64_t t0, int64_t t1) { add_inplace(x_.data() + t0 * E, proj_.data() + t0 * E, (t1 - t0) * E); });
+    for_tokens(n, [&](int64_t t0, int64_t t1) {
+      add_inplace(x_.data() + t0 * E, proj_.data() + t0 * E, (t1 - t0) * E);
+    });
   };
 
   for (int64_t l = 0; l < c.n_layer; ++l) {

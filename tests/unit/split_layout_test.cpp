@@ -6,7 +6,9 @@
 // bit for bit, and with themselves whatever the tile shape or row range.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -127,6 +129,29 @@ TEST(SplitLayout, VariantsAreBitIdentical) {
         EXPECT_EQ(test::run_gemm(kernel(v[i].second, type), s.w, x, tokens), first) << v[i].first << " vs " << v[0].first << " "
                                                                   << dtype_name(type) << " cols " << cols;
     }
+}
+
+// The activation pack's quants start on a cache line for every token (the
+// AVX-512 kernels' 64-byte loads must not split), and packing token ranges
+// separately (prepare + pack_tokens, as threads do) gives build()'s bytes.
+TEST(SplitLayout, ActivationPackIsLineAlignedAndPacksInRanges) {
+  std::mt19937 rng(10);
+  for (int64_t cols : kCols) {
+    const int64_t tokens = 7;
+    const auto x = random_activations(tokens, cols, rng);
+    const ActivationPack whole = ActivationPack::of(x.data(), tokens, cols / 32);
+    ActivationPack parts;
+    parts.prepare(x.data(), tokens, cols / 32);
+    parts.pack_tokens(3, tokens);
+    parts.pack_tokens(0, 3);
+    for (int64_t t = 0; t < tokens; ++t)
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(whole.q_at(t, 0)) % 64, 0u) << "cols " << cols << " token " << t;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(whole.d.data()) % 64, 0u);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(whole.s.data()) % 64, 0u);
+    EXPECT_TRUE(std::equal(whole.q.begin(), whole.q.end(), parts.q.begin(), parts.q.end())) << "cols " << cols;
+    EXPECT_TRUE(std::equal(whole.d.begin(), whole.d.end(), parts.d.begin(), parts.d.end())) << "cols " << cols;
+    EXPECT_TRUE(std::equal(whole.s.begin(), whole.s.end(), parts.s.begin(), parts.s.end())) << "cols " << cols;
+  }
 }
 
 // Prefill tiles (1 row x 4/2/1 tokens) and decode tiles (4 rows x 1 token) give
