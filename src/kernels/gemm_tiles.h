@@ -264,32 +264,35 @@ struct Lanes512 {
   }
   // As Lanes256::q6, loads 2k and 2k + 1 at once: both meet the top bits of
   // 32 bytes at 32k, shifted per half (a blend of two shifts) as the 256-bit
-  // code shifts them per load; x takes the sign by a masked negation.
+  // code shifts them per load. The 6-bit values go in unsigned (0..63) and
+  // 32 times the activations' sums, lane for lane (a vpdpbusd with ones),
+  // come off the exact integer sums: sum (q - 32) x = sum q x - 32 sum x, the
+  // same integers as the 256-bit code's signed form, for fewer instructions
+  // than moving the signs to x.
   template <int T>
   __attribute__((always_inline)) static void q6(const uint8_t* w, const uint8_t* top, const int8_t* const* x,
                                                 __m256i* lo_out, __m256i* hi_out) {
-    const __m512i m4 = _mm512_set1_epi8(15), m2 = _mm512_set1_epi8(0x30), c32 = _mm512_set1_epi8(32);
+    const __m512i m4 = _mm512_set1_epi8(15), m2 = _mm512_set1_epi8(0x30), ones = _mm512_set1_epi8(1);
     constexpr __mmask8 kHighHalf = 0xF0;  // _mm512_mask_blend_epi64: the second operand there
-    __m512i plo[T], phi[T];
-    for (int j = 0; j < T; ++j) plo[j] = phi[j] = _mm512_setzero_si512();
+    __m512i plo[T], phi[T], slo[T], shi[T];
+    for (int j = 0; j < T; ++j) plo[j] = phi[j] = slo[j] = shi[j] = _mm512_setzero_si512();
     for (int k = 0; k < 2; ++k) {
       const __m512i q = load512(w + 64 * k), t = _mm512_broadcast_i64x4(load256(top + 32 * k));
       const __m512i tl = _mm512_mask_blend_epi64(kHighHalf, _mm512_slli_epi16(t, 4), t);
       const __m512i th = _mm512_mask_blend_epi64(kHighHalf, _mm512_slli_epi16(t, 2), _mm512_srli_epi16(t, 2));
-      const __m512i lo = _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(q, m4), _mm512_and_si512(tl, m2)), c32);
-      const __m512i hi = _mm512_sub_epi8(
-          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4), _mm512_and_si512(th, m2)), c32);
-      const __m512i ulo = _mm512_abs_epi8(lo), uhi = _mm512_abs_epi8(hi);
-      const __mmask64 nlo = _mm512_movepi8_mask(lo), nhi = _mm512_movepi8_mask(hi);
+      const __m512i lo = _mm512_or_si512(_mm512_and_si512(q, m4), _mm512_and_si512(tl, m2));
+      const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4), _mm512_and_si512(th, m2));
       for (int j = 0; j < T; ++j) {
         const __m512i xl = load512(x[j] + 64 * k), xh = load512(x[j] + 128 + 64 * k);
-        plo[j] = _mm512_dpbusd_epi32(plo[j], ulo, _mm512_mask_sub_epi8(xl, nlo, _mm512_setzero_si512(), xl));
-        phi[j] = _mm512_dpbusd_epi32(phi[j], uhi, _mm512_mask_sub_epi8(xh, nhi, _mm512_setzero_si512(), xh));
+        plo[j] = _mm512_dpbusd_epi32(plo[j], lo, xl);
+        slo[j] = _mm512_dpbusd_epi32(slo[j], ones, xl);
+        phi[j] = _mm512_dpbusd_epi32(phi[j], hi, xh);
+        shi[j] = _mm512_dpbusd_epi32(shi[j], ones, xh);
       }
     }
     for (int j = 0; j < T; ++j) {
-      lo_out[j] = fold(plo[j]);
-      hi_out[j] = fold(phi[j]);
+      lo_out[j] = fold(_mm512_sub_epi32(plo[j], _mm512_slli_epi32(slo[j], 5)));
+      hi_out[j] = fold(_mm512_sub_epi32(phi[j], _mm512_slli_epi32(shi[j], 5)));
     }
   }
   template <int W, int T>
