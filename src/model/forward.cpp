@@ -283,7 +283,7 @@ void Forward::run(KvCache* kv, std::span<const StepEntry> batch) {
     if (hooks_) hooks_->residual(l + 1, x_.data(), n);
   }
 
-  for (int64_t t = 0; t < n; ++t) rms_norm(x_.data() + t * E, model_.output_norm().data(), xn_.data() + t * E, E, c.rms_eps);
+  norm_rows(x_.data(), model_.output_norm(), xn_.data());
   if (hooks_) hooks_->computed(n, scores);
 
   // Logits of the rows asked for, entry by entry.
