@@ -3,13 +3,16 @@
 #include "kernels/kernel_table.h"
 
 #if defined(__x86_64__) || defined(__i386__)
-#include "kernels/gemm_tiles.h"
+#include "kernels/gemm_groups.h"
 #endif
 
 namespace tally {
 
 #if defined(__x86_64__) || defined(__i386__)
-void install_gemm_avx2(KernelTable& t) { install_split_kernels<Lanes256<DotAvx2>>(t); }
+void install_gemm_avx2(KernelTable& t) {
+  install_split_kernels<Lanes256<DotAvx2>>(t);
+  t.set_gemm(DType::Q4_0, gemm_group<Rows256<DotAvx2>, 2>);
+}
 #else
 void install_gemm_avx2(KernelTable&) {}
 #endif

@@ -8,13 +8,16 @@
 #include "kernels/kernel_table.h"
 
 #if defined(__x86_64__) || defined(__i386__)
-#include "kernels/gemm_tiles.h"
+#include "kernels/gemm_groups.h"
 #endif
 
 namespace tally {
 
 #if defined(__x86_64__) || defined(__i386__)
-void install_gemm_avx512(KernelTable& t) { install_split_kernels<Lanes512>(t); }
+void install_gemm_avx512(KernelTable& t) {
+  install_split_kernels<Lanes512>(t);
+  t.set_gemm(DType::Q4_0, gemm_group<Rows512, 4>);
+}
 #else
 void install_gemm_avx512(KernelTable&) {}
 #endif

@@ -349,8 +349,7 @@ inline __m256 load_first(const float* p) {
 // mins to the sum before the lanes are added.
 
 // The split layout: value = d * q + m with m = kMinScale * (the stored m if
-// kMinStored, else d); kOffset: the value offset folded into the min (Q4_0 8,
-// Q5_0 16).
+// kMinStored, else d); kOffset: the value offset folded into the min (Q5_0: 16).
 template <int kBits, bool kMinStored, int kOffset>
 struct SplitFmt {
   static constexpr int kQsBytes = kBits == 8 ? 32 : 16, kQhBytes = kBits == 5 ? 4 : 0;
@@ -377,7 +376,6 @@ struct SplitFmt {
   }
 };
 using SplitQ4_1 = SplitFmt<4, true, 0>;
-using SplitQ4_0 = SplitFmt<4, false, 8>;  // (q - 8) d = q d + (-8) d: the min term reuses d
 using SplitQ5_1 = SplitFmt<5, true, 0>;
 using SplitQ5_0 = SplitFmt<5, false, 16>;
 using SplitQ8_0 = SplitFmt<8, false, 0>;
@@ -556,7 +554,6 @@ void gemm_of(const WeightMatrix& w, const ActivationPack& x, float* y, int64_t r
 }
 template <class L>
 void install_split_kernels(KernelTable& t) {
-  t.set_gemm(DType::Q4_0, gemm_of<SplitQ4_0, L>);
   t.set_gemm(DType::Q4_1, gemm_of<SplitQ4_1, L>);
   t.set_gemm(DType::Q5_0, gemm_of<SplitQ5_0, L>);
   t.set_gemm(DType::Q5_1, gemm_of<SplitQ5_1, L>);

@@ -4,13 +4,16 @@
 #include "kernels/kernel_table.h"
 
 #if defined(__x86_64__) || defined(__i386__)
-#include "kernels/gemm_tiles.h"
+#include "kernels/gemm_groups.h"
 #endif
 
 namespace tally {
 
 #if defined(__x86_64__) || defined(__i386__)
-void install_gemm_vnni(KernelTable& t) { install_split_kernels<Lanes256<DotVnni>>(t); }
+void install_gemm_vnni(KernelTable& t) {
+  install_split_kernels<Lanes256<DotVnni>>(t);
+  t.set_gemm(DType::Q4_0, gemm_group<Rows256<DotVnni>, 2>);
+}
 #else
 void install_gemm_vnni(KernelTable&) {}
 #endif

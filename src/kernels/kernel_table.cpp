@@ -12,6 +12,7 @@ KernelTable build(SimdLevel level) {
   install_scalar_ops(t);
   install_scalar_attention(t);
   install_split_scalar(t);
+  install_group_scalar(t);
   install_kquant_scalar(t);
   install_row_dot_scalar(t);
   if (level != SimdLevel::Scalar) {  // every SIMD level includes AVX2, FMA and F16C

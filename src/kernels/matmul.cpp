@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/dequantize.h"
+#include "kernels/group_layout.h"
 #include "kernels/kernel_table.h"
 #include "kernels/kquant_layout.h"
 #include "kernels/split_layout.h"
@@ -12,7 +13,11 @@
 namespace tally {
 
 namespace {
-constexpr int64_t kRowGrain = 16;
+constexpr int64_t kRowGrain = 16;  // also the row-group layout's group: thread ranges take whole groups
+constexpr uintptr_t kLine = 64;
+uint8_t* line_aligned(uint8_t* p) {
+  return p + (kLine - reinterpret_cast<uintptr_t>(p) % kLine) % kLine;
+}
 }  // namespace
 
 void matmul(const WeightMatrix& w, const ActivationPack& x, float* y, ThreadPool& pool) {
@@ -44,7 +49,14 @@ void matmul_many(std::span<const MatmulOut> outs, const ActivationPack& x, Threa
 WeightMatrix make_weight_matrix(DType type, int64_t rows, int64_t cols, const uint8_t* native,
                                 std::unique_ptr<uint8_t[]>& storage) {
   WeightMatrix w{type, rows, cols, row_bytes(type, static_cast<uint64_t>(cols)), native, RowLayout::Native};
-  if (split_supported(type)) {
+  if (group_supported(type)) {
+    w.row_bytes = group_row_bytes(cols);
+    storage.reset(new uint8_t[group_matrix_bytes(type, rows, cols) + kLine - 1]);
+    w.data = line_aligned(storage.get());
+    repack_group(type, native, const_cast<uint8_t*>(w.data), rows, cols);
+    w.layout = RowLayout::Group;
+    return w;
+  } else if (split_supported(type)) {
     w.row_bytes = split_row_bytes(type, cols);
     storage.reset(new uint8_t[w.row_bytes * static_cast<uint64_t>(rows)]);
     repack_split(type, native, storage.get(), rows, cols);
@@ -61,6 +73,7 @@ WeightMatrix make_weight_matrix(DType type, int64_t rows, int64_t cols, const ui
 
 void dequantize_matrix_row(const WeightMatrix& w, int64_t r, float* out) {
   switch (w.layout) {
+    case RowLayout::Group: return dequantize_group_row(w, r, out);
     case RowLayout::Split: return dequantize_split_row(w, r, out);
     case RowLayout::Kquant: return dequantize_kquant_row(w, r, out);
     case RowLayout::Native: return dequantize_row(w.type, w.row(r), out, static_cast<uint64_t>(w.cols));

@@ -16,17 +16,18 @@ namespace tally {
 
 class ThreadPool;
 
-// How a matrix's rows are stored: as in the file (F32, F16, BF16), in the
-// split layout (split_layout.h: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) or in the
+// How a matrix's rows are stored: as in the file (F32, F16, BF16), in groups
+// of 16 interleaved rows (group_layout.h: Q4_0), in the split layout
+// (split_layout.h: Q4_1, Q5_0, Q5_1, Q8_0) or in the
 // K-quant layout (kquant_layout.h: Q4_K, Q5_K, Q6_K). The type decides it.
-enum class RowLayout : uint8_t { Native, Split, Kquant };
+enum class RowLayout : uint8_t { Native, Group, Split, Kquant };
 
 struct WeightMatrix {
   DType type = DType::F32;
   int64_t rows = 0;       // output features
   int64_t cols = 0;       // input features (multiple of 32 / the block size)
   uint64_t row_bytes = 0;
-  const uint8_t* data = nullptr;  // rows * row_bytes bytes: the mapped file, or a repacked copy
+  const uint8_t* data = nullptr;  // rows * row_bytes bytes (whole groups for Group): the file, or a repacked copy
   RowLayout layout = RowLayout::Native;
 
   const uint8_t* row(int64_t r) const { return data + static_cast<uint64_t>(r) * row_bytes; }

@@ -19,7 +19,6 @@ struct Geometry {
 
 Geometry geometry(DType t) {
   switch (t) {
-    case DType::Q4_0: return {16, 18, false, false, 8};
     case DType::Q4_1: return {16, 20, true, false, 0};
     case DType::Q5_0: return {16, 22, false, true, 16};
     case DType::Q5_1: return {16, 24, true, true, 0};
@@ -48,8 +47,7 @@ int quant(DType t, const Geometry& g, const uint8_t* qs, uint32_t qh, int i) {
 }  // namespace
 
 bool split_supported(DType type) {
-  return type == DType::Q4_0 || type == DType::Q4_1 || type == DType::Q5_0 || type == DType::Q5_1 ||
-         type == DType::Q8_0;
+  return type == DType::Q4_1 || type == DType::Q5_0 || type == DType::Q5_1 || type == DType::Q8_0;
 }
 
 uint64_t split_row_bytes(DType type, int64_t cols) {
@@ -132,7 +130,7 @@ void gemm_split_scalar(const WeightMatrix& w, const ActivationPack& x, float* y,
 }
 
 void install_split_scalar(KernelTable& t) {
-  for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0}) t.set_gemm(type, gemm_split_scalar);
+  for (DType type : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0}) t.set_gemm(type, gemm_split_scalar);
 }
 
 }  // namespace tally

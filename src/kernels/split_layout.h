@@ -1,5 +1,5 @@
 #pragma once
-// The split row layout: the bytes of a GGUF row of Q4_0/Q4_1/Q5_0/Q5_1/Q8_0
+// The split row layout: the bytes of a GGUF row of Q4_1/Q5_0/Q5_1/Q8_0
 // blocks, regrouped so that SIMD kernels load scales 8 blocks at a time and
 // the integer sums of 8 blocks come out one block per lane, with no reduction:
 //   row = quants of all nb blocks (16 or 32 bytes each) |
@@ -80,7 +80,7 @@ inline uint32_t split_high_bits_get(const uint8_t* hb, int l) {
   return qh;
 }
 
-// Types stored in the split layout: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0.
+// Types stored in the split layout: Q4_1, Q5_0, Q5_1, Q8_0.
 bool split_supported(DType type);
 // Bytes of one split row of `cols` values (cols % 32 == 0).
 uint64_t split_row_bytes(DType type, int64_t cols);
