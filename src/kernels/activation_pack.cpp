@@ -12,6 +12,7 @@ void ActivationPack::reserve(int64_t max_tokens, int64_t max_blocks) {
   q.reserve(static_cast<size_t>(max_tokens * split_blocks(max_blocks * 32) * 32));
   d.reserve(static_cast<size_t>(max_tokens * b8));
   s.reserve(static_cast<size_t>(max_tokens * b8));
+  sums.reserve(static_cast<size_t>(max_tokens * b8));
 }
 
 ActivationPack ActivationPack::of(const BlockQ8* x, int64_t n_tokens, int64_t blocks_per_token) {
@@ -35,6 +36,7 @@ void ActivationPack::prepare(const BlockQ8* x, int64_t n_tokens, int64_t blocks_
   q.resize(static_cast<size_t>(n * nb * 32));
   d.assign(static_cast<size_t>(n * nb8), 0.0f);
   s.assign(static_cast<size_t>(n * nb8), 0.0f);
+  sums.assign(static_cast<size_t>(n * nb8), 0);
 }
 
 void ActivationPack::pack_tokens(int64_t t0, int64_t t1) {
@@ -51,6 +53,9 @@ void ActivationPack::pack_tokens(int64_t t0, int64_t t1) {
     for (int64_t b = 0; b < token_blocks; ++b) {
       d[t * nb8 + b] = xb[b].d;
       s[t * nb8 + b] = xb[b].s;
+      int32_t sum = 0;
+      for (int8_t v : xb[b].q) sum += v;
+      sums[t * nb8 + b] = sum;
     }
   }
 }

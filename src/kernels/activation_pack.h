@@ -7,7 +7,9 @@
 // blocks side by side (4W bytes per k). nb is the token's blocks rounded up
 // to even (split_blocks); a padding block is zero.
 // d, s: (n, nb8) floats, the blocks' scale and scale * sum, zero-padded to
-// nb8 = nb rounded up to 8 (kernels read scales 8 blocks at a time).
+// nb8 = nb rounded up to 8 (kernels read scales 8 blocks at a time); sums:
+// (n, nb8), the integer sum of each block's quants (the row-group kernels
+// take a format's offset off their integer sums with it, exactly).
 // Capacity is reserved once (reserve()); build() then never allocates. q, d
 // and s start on a cache line, and each token's q is a whole number of lines
 // (nb * 32 bytes, nb even), so the 64-byte loads of the kernels never split.
@@ -25,6 +27,7 @@ struct ActivationPack {
   const BlockQ8* blocks = nullptr;  // (n, cols / 32): the plain blocks
   CacheAlignedVector<int8_t> q;
   CacheAlignedVector<float> d, s;
+  CacheAlignedVector<int32_t> sums;
 
   void reserve(int64_t max_tokens, int64_t max_blocks);
   // x: (n_tokens, blocks_per_token) blocks, which must outlive the pack.
@@ -41,6 +44,7 @@ struct ActivationPack {
   const int8_t* q_at(int64_t token, int64_t b) const { return q.data() + (token * nb + b) * 32; }
   const float* d_row(int64_t token) const { return d.data() + token * nb8; }
   const float* s_row(int64_t token) const { return s.data() + token * nb8; }
+  const int32_t* sums_row(int64_t token) const { return sums.data() + token * nb8; }
 };
 
 }  // namespace tally

@@ -16,7 +16,7 @@ namespace tally {
 #if defined(__x86_64__) || defined(__i386__)
 void install_gemm_avx512(KernelTable& t) {
   install_split_kernels<Lanes512>(t);
-  t.set_gemm(DType::Q4_0, gemm_group<Rows512, 4>);
+  install_group_kernels<Rows512, 4>(t);
 }
 #else
 void install_gemm_avx512(KernelTable&) {}

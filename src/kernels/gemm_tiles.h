@@ -182,19 +182,6 @@ struct Lanes256 {
       hi_out[j] = D::widen(phi[j]);
     }
   }
-  // Signed: |w| is the unsigned operand and the sign moves to x.
-  template <int W, int T>
-  __attribute__((always_inline)) static void q8(const uint8_t* w, const int8_t* const* x, __m256i* out) {
-    for (int j = 0; j < T; ++j) out[j] = _mm256_setzero_si256();
-    for (int i = 0; i < W; ++i) {
-      const __m256i q = load256(w + 32 * i);
-      const __m256i qa = _mm256_sign_epi8(q, q);
-      for (int j = 0; j < T; ++j) {
-        out[j] = D::dot_acc(out[j], qa, _mm256_sign_epi8(load256(x[j] + 32 * i), q));
-        keep(out[j]);
-      }
-    }
-  }
 };
 
 #ifdef TALLY_TU_AVX512
@@ -295,25 +282,7 @@ struct Lanes512 {
       hi_out[j] = fold(_mm512_sub_epi32(phi[j], _mm512_slli_epi32(shi[j], 5)));
     }
   }
-  template <int W, int T>
-  __attribute__((always_inline)) static void q8(const uint8_t* w, const int8_t* const* x, __m256i* out) {
-    if constexpr (W < 8) {
-      Narrow::q8<W, T>(w, x, out);
-    } else {
-      __m512i acc[T];
-      for (int j = 0; j < T; ++j) acc[j] = _mm512_setzero_si512();
-      for (int k = 0; k < 4; ++k) {
-        const __m512i q = load512(w + 64 * k);
-        const __m512i qa = _mm512_abs_epi8(q);  // -128 becomes 0x80, read as unsigned 128
-        const __mmask64 neg = _mm512_movepi8_mask(q);
-        for (int j = 0; j < T; ++j) {
-          const __m512i xv = load512(x[j] + 64 * k);
-          acc[j] = _mm512_dpbusd_epi32(acc[j], qa, _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv));
-        }
-      }
-      for (int j = 0; j < T; ++j) out[j] = fold(acc[j]);
-    }
-  }
+
 };
 #endif
 
@@ -352,7 +321,7 @@ inline __m256 load_first(const float* p) {
 // kMinStored, else d); kOffset: the value offset folded into the min (Q5_0: 16).
 template <int kBits, bool kMinStored, int kOffset>
 struct SplitFmt {
-  static constexpr int kQsBytes = kBits == 8 ? 32 : 16, kQhBytes = kBits == 5 ? 4 : 0;
+  static constexpr int kQsBytes = 16, kQhBytes = kBits == 5 ? 4 : 0;
   static constexpr bool kMin = kMinStored || kOffset != 0;
   static constexpr float kMinScale = kMinStored ? 1.0f : -static_cast<float>(kOffset);
   template <class F>
@@ -370,15 +339,13 @@ struct SplitFmt {
   template <class L, int W, int T>
   __attribute__((always_inline)) static void sums(const uint8_t* row, int64_t nb, int64_t b0, const int8_t* const* x,
                                                   __m256i* out) {
-    if constexpr (kBits == 8) L::template q8<W, T>(row + b0 * kQsBytes, x, out);
-    else if constexpr (kBits == 4) L::template q4<W, T>(row + b0 * kQsBytes, x, out);
+    if constexpr (kBits == 4) L::template q4<W, T>(row + b0 * kQsBytes, x, out);
     else L::template q5<W, T>(row + b0 * kQsBytes, row + nb * kQsBytes + 4 * b0, x, out);
   }
 };
 using SplitQ4_1 = SplitFmt<4, true, 0>;
 using SplitQ5_1 = SplitFmt<5, true, 0>;
 using SplitQ5_0 = SplitFmt<5, false, 16>;
-using SplitQ8_0 = SplitFmt<8, false, 0>;
 
 // The K-quant layout: one run of 8 sub-blocks per super-block (nb / 8 of them).
 // Q4_K/Q5_K: dw = d * sc, mw = dmin * m (exact products: 11 x 6 bits), value =
@@ -557,7 +524,6 @@ void install_split_kernels(KernelTable& t) {
   t.set_gemm(DType::Q4_1, gemm_of<SplitQ4_1, L>);
   t.set_gemm(DType::Q5_0, gemm_of<SplitQ5_0, L>);
   t.set_gemm(DType::Q5_1, gemm_of<SplitQ5_1, L>);
-  t.set_gemm(DType::Q8_0, gemm_of<SplitQ8_0, L>);
   t.set_gemm(DType::Q4_K, gemm_of<KquantFmt<DType::Q4_K>, L>);
   t.set_gemm(DType::Q5_K, gemm_of<KquantFmt<DType::Q5_K>, L>);
   t.set_gemm(DType::Q6_K, gemm_of<KquantFmt<DType::Q6_K>, L>);

@@ -50,7 +50,7 @@ WeightMatrix make_weight_matrix(DType type, int64_t rows, int64_t cols, const ui
                                 std::unique_ptr<uint8_t[]>& storage) {
   WeightMatrix w{type, rows, cols, row_bytes(type, static_cast<uint64_t>(cols)), native, RowLayout::Native};
   if (group_supported(type)) {
-    w.row_bytes = group_row_bytes(cols);
+    w.row_bytes = group_row_bytes(type, cols);
     storage.reset(new uint8_t[group_matrix_bytes(type, rows, cols) + kLine - 1]);
     w.data = line_aligned(storage.get());
     repack_group(type, native, const_cast<uint8_t*>(w.data), rows, cols);

@@ -1,8 +1,8 @@
 #pragma once
-// The split row layout: the bytes of a GGUF row of Q4_1/Q5_0/Q5_1/Q8_0
+// The split row layout: the bytes of a GGUF row of Q4_1/Q5_0/Q5_1
 // blocks, regrouped so that SIMD kernels load scales 8 blocks at a time and
 // the integer sums of 8 blocks come out one block per lane, with no reduction:
-//   row = quants of all nb blocks (16 or 32 bytes each) |
+//   row = quants of all nb blocks (16 bytes each) |
 //         high bits of all blocks (4 bytes each, Q5_0/Q5_1 only) |
 //         d of all blocks (f16) | m of all blocks (f16, Q4_1/Q5_1 only);
 //   nb = the row's blocks rounded up to even (split_blocks): an odd row gets
@@ -11,8 +11,9 @@
 //   of 2 as what is left needs. A run of width W stores dword k
 //   (bytes 4k..4k+3) of its blocks 0..W-1 side by side, k = 0, 1, ..., so a
 //   32-byte load meets 8, 4 or 2 blocks, lane l belonging to block l % W.
-//   A dword of Q4 and Q5 holds (the low 4 bits of) values 4k..4k+3 in its low
-//   nibbles and 16+4k..19+4k in its high ones; of Q8_0, values 4k..4k+3.
+//   A dword holds (the low 4 bits of) values 4k..4k+3 in its low nibbles and
+//   16+4k..19+4k in its high ones; of the 8-bit activations
+//   (activation_pack.h), values 4k..4k+3.
 //   high bits (Q5): a run of W blocks starting at block b0 has 4W bytes at
 //   4 * b0; byte 4l + j holds in bit 2k the 5th bit of value 4k+j of its block
 //   l, and in bit 2k+1 that of value 16+4k+j (k = 0..3). Byte p of a run's
@@ -57,7 +58,7 @@ __attribute__((always_inline)) inline void for_each_split_run(int64_t nb, F&& f)
   if (nb - b0 == 2) f(std::integral_constant<int, 2>{}, b0);
 }
 // Byte offset of dword k of block b in the quants of a row whose blocks have
-// `block_bytes` quant bytes (16 for Q4 and Q5, 32 for Q8_0 and for Q8 activations).
+// `block_bytes` quant bytes (16 for Q4 and Q5, 32 for the 8-bit activations).
 inline int64_t split_dword_offset(int64_t nb, int block_bytes, int64_t b, int k) {
   const SplitRun r = split_run(nb, b);
   return r.start * block_bytes + (k * r.width + (b - r.start)) * 4;
@@ -80,14 +81,14 @@ inline uint32_t split_high_bits_get(const uint8_t* hb, int l) {
   return qh;
 }
 
-// Types stored in the split layout: Q4_1, Q5_0, Q5_1, Q8_0.
+// Types stored in the split layout: Q4_1, Q5_0, Q5_1.
 bool split_supported(DType type);
 // Bytes of one split row of `cols` values (cols % 32 == 0).
 uint64_t split_row_bytes(DType type, int64_t cols);
 // Rewrites rows x cols values from the native layout (src) into dst
 // (rows x split_row_bytes).
 void repack_split(DType type, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols);
-// The native quant bytes of block b of a split row (16 or 32 bytes into out;
+// The native quant bytes of block b of a split row (16 bytes into out;
 // for Q5, the low 4 bits of the values).
 void split_block_quants(DType type, const uint8_t* row, int64_t nb, int64_t b, uint8_t* out);
 // The native qh word of block b of a split Q5_0/Q5_1 row.

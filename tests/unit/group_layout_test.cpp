@@ -1,15 +1,16 @@
 // The row-group layout (group_layout.h): repacking keeps every value and pads
-// with zeros; the kernels of each SIMD level (AVX2,
-// AVX-VNNI, AVX-512 VNNI, each tested directly where the CPU has it) give the
-// scalar twin's bits exactly (random and largest-magnitude inputs, row counts
-// that leave partial groups), whatever the tile shape, token count or row
-// range; and the twin agrees with the dequantized product in double
-// (matmul_test.cpp checks that bound for every type).
+// with zeros; the kernels of each SIMD level (AVX2, AVX-VNNI, AVX-512 VNNI,
+// each tested directly where the CPU has it) give the scalar twin's bits
+// exactly (random inputs, and the largest magnitudes, where AVX2's 16-bit
+// pair sums come closest to saturating; row counts that leave partial
+// groups), whatever the tile shape, token count or row range. matmul_test.cpp
+// checks the twin against the dequantized product in double.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu_features.h"
@@ -22,7 +23,7 @@
 namespace tally {
 namespace {
 
-constexpr DType kType = DType::Q4_0;
+constexpr DType kTypes[] = {DType::Q4_0, DType::Q8_0};
 constexpr int64_t kCols[] = {32, 64, 96, 576, 608, 1536};
 
 std::vector<std::pair<const char*, SimdLevel>> variants() {
@@ -34,67 +35,75 @@ std::vector<std::pair<const char*, SimdLevel>> variants() {
 
 TEST(GroupLayout, RepackKeepsEveryValueAndPadsWithZeros) {
   std::mt19937 rng(3);
-  for (int64_t cols : kCols)
-    for (int64_t rows : {1, 16, 21}) {
-      const auto native = test::random_rows(kType, rows, cols, rng);
-      const test::LaidOut m = test::lay_out(kType, rows, cols, native);
-      ASSERT_EQ(m.w.layout, RowLayout::Group);
-      ASSERT_EQ(reinterpret_cast<uintptr_t>(m.w.data) % 64, 0u) << "the records' quant loads must not split lines";
-      std::vector<float> want(cols), got(cols);
-      for (int64_t r = 0; r < rows; ++r) {
-        dequantize_row(kType, native.data() + r * row_bytes(kType, cols), want.data(), cols);
-        dequantize_group_row(m.w, r, got.data());
-        ASSERT_EQ(want, got) << "cols " << cols << " row " << r;
-      }
-      const int64_t groups = (rows + 15) / 16;
-      const int64_t group_bytes = 16 * static_cast<int64_t>(m.w.row_bytes);
-      ASSERT_EQ(group_matrix_bytes(kType, rows, cols), static_cast<uint64_t>(groups * group_bytes));
-      // Zero: the rows past the matrix in the last group, and the block that
-      // completes an odd count's last record in every group.
-      const int64_t nb = cols / 32;
-      auto zero = [&](int64_t g, int64_t b, int i) {
-        const uint8_t* group = m.w.data + g * group_bytes;
-        uint16_t d;
-        std::memcpy(&d, group + group_scale_offset(b, i), 2);
-        ASSERT_EQ(d, 0) << "group " << g << " row " << i << " block " << b;
-        for (int k = 0; k < 4; ++k) {
-          uint32_t q;
-          std::memcpy(&q, group + group_quant_offset(b, k, i), 4);
-          ASSERT_EQ(q, 0u) << "group " << g << " row " << i << " block " << b;
+  for (DType type : kTypes)
+    for (int64_t cols : kCols)
+      for (int64_t rows : {1, 16, 21}) {
+        const std::string what = std::string(dtype_name(type)) + " " + std::to_string(rows) + "x" + std::to_string(cols);
+        const GroupGeometry geo = group_geometry(type);
+        const auto native = test::random_rows(type, rows, cols, rng);
+        const test::LaidOut m = test::lay_out(type, rows, cols, native);
+        ASSERT_EQ(m.w.layout, RowLayout::Group) << what;
+        ASSERT_EQ(reinterpret_cast<uintptr_t>(m.w.data) % 64, 0u) << what << ": quant loads must not split lines";
+        std::vector<float> want(cols), got(cols);
+        for (int64_t r = 0; r < rows; ++r) {
+          dequantize_row(type, native.data() + r * row_bytes(type, cols), want.data(), cols);
+          dequantize_group_row(m.w, r, got.data());
+          ASSERT_EQ(want, got) << what << " row " << r;
         }
-      };
-      for (int64_t g = 0; g < groups && nb % 2 == 1; ++g)
-        for (int i = 0; i < 16; ++i) zero(g, nb, i);
-      for (int64_t b = 0; b < nb; ++b)
-        for (int i = static_cast<int>(rows - (groups - 1) * 16); i < 16; ++i) zero(groups - 1, b, i);
-    }
+        const int64_t groups = (rows + 15) / 16, bytes = static_cast<int64_t>(group_bytes(geo, cols));
+        ASSERT_EQ(16 * m.w.row_bytes, static_cast<uint64_t>(bytes)) << what;
+        ASSERT_EQ(group_matrix_bytes(type, rows, cols), static_cast<uint64_t>(groups * bytes)) << what;
+        // Zero: the rows past the matrix in the last group, and the block that
+        // completes an odd count's last record in every group.
+        const int64_t nb = cols / 32;
+        auto zero = [&](int64_t g, int64_t b, int i) {
+          const uint8_t* group = m.w.data + g * bytes;
+          uint16_t d;
+          std::memcpy(&d, group + group_scale_offset(geo, b, i), 2);
+          ASSERT_EQ(d, 0) << what << " group " << g << " row " << i << " block " << b;
+          for (int k = 0; k < geo.qs_bytes / 4; ++k) {
+            uint32_t q;
+            std::memcpy(&q, group + group_quant_offset(geo, b, k, i), 4);
+            ASSERT_EQ(q, 0u) << what << " group " << g << " row " << i << " block " << b;
+          }
+        };
+        for (int64_t g = 0; g < groups && nb % 2 == 1; ++g)
+          for (int i = 0; i < 16; ++i) zero(g, nb, i);
+        for (int64_t b = 0; b < nb; ++b)
+          for (int i = static_cast<int>(rows - (groups - 1) * 16); i < 16; ++i) zero(groups - 1, b, i);
+      }
 }
 
 TEST(GroupLayout, EveryLevelGivesTheScalarTwinsBits) {
   if (variants().empty()) GTEST_SKIP() << "CPU has no AVX2";
   std::mt19937 rng(7);
-  for (bool extreme : {false, true})
-    for (int64_t cols : kCols)
-      for (int64_t rows : {5, 16, 40})
-        for (int64_t tokens : {1, 3, 17}) {
-          const auto native = extreme ? test::extreme_rows(kType, rows, cols) : test::random_rows(kType, rows, cols, rng);
-          const auto x = extreme ? test::extreme_activations(tokens, cols) : test::random_activations(tokens, cols, rng);
-          const test::LaidOut m = test::lay_out(kType, rows, cols, native);
-          const auto ref = test::run_gemm(gemm_group_scalar, m.w, x, tokens);
-          for (const auto& [name, level] : variants())
-            ASSERT_EQ(test::run_gemm(kernels_at(level).gemm_for(kType), m.w, x, tokens), ref)
-                << name << (extreme ? " extreme " : " ") << rows << "x" << cols << " tokens " << tokens;
-        }
+  for (DType type : kTypes)
+    for (bool extreme : {false, true})
+      for (int64_t cols : kCols)
+        for (int64_t rows : {5, 16, 40})
+          for (int64_t tokens : {1, 3, 17}) {
+            const auto native = extreme ? test::extreme_rows(type, rows, cols) : test::random_rows(type, rows, cols, rng);
+            const auto x = extreme ? test::extreme_activations(tokens, cols) : test::random_activations(tokens, cols, rng);
+            const test::LaidOut m = test::lay_out(type, rows, cols, native);
+            const auto ref = test::run_gemm(gemm_group_scalar, m.w, x, tokens);
+            for (const auto& [name, level] : variants())
+              ASSERT_EQ(test::run_gemm(kernels_at(level).gemm_for(type), m.w, x, tokens), ref)
+                  << name << " " << dtype_name(type) << (extreme ? " extreme " : " ") << rows << "x" << cols
+                  << " tokens " << tokens;
+          }
 }
 
 TEST(GroupLayout, ResultsDoNotDependOnTokenCountOrRowRange) {
   std::mt19937 rng(9);
-  const int64_t rows = 37, cols = 576, tokens = 19;
-  const test::LaidOut m = test::lay_out(kType, rows, cols, test::random_rows(kType, rows, cols, rng));
-  const auto x = test::random_activations(tokens, cols, rng);
-  test::expect_same_bits_per_token_and_row_range(gemm_group_scalar, m.w, x, tokens, "scalar");
-  for (const auto& [name, level] : variants())
-    test::expect_same_bits_per_token_and_row_range(kernels_at(level).gemm_for(kType), m.w, x, tokens, name);
+  for (DType type : kTypes) {
+    const int64_t rows = 37, cols = 576, tokens = 19;
+    const test::LaidOut m = test::lay_out(type, rows, cols, test::random_rows(type, rows, cols, rng));
+    const auto x = test::random_activations(tokens, cols, rng);
+    const std::string t(dtype_name(type));
+    test::expect_same_bits_per_token_and_row_range(gemm_group_scalar, m.w, x, tokens, "scalar " + t);
+    for (const auto& [name, level] : variants())
+      test::expect_same_bits_per_token_and_row_range(kernels_at(level).gemm_for(type), m.w, x, tokens, name + (" " + t));
+  }
 }
 
 }  // namespace

@@ -271,7 +271,7 @@ TEST(ModelGemma3, AStreamReRotatesEachLayerWithItsOwnBase) {
 // Against HF transformers (the same file dequantized to float32 by its GGUF
 // loader): the 10 largest logits at every position of the short prompts and
 // at the last 16 of the 926-token one, past the sliding layers' window.
-// Measured: max |diff| 0.69, mean 0.10 over 2,640 logits (tally rounds
+// Measured: max |diff| 0.73, mean 0.10 over 2,640 logits (tally rounds
 // activations to 8 bits, HF computes in float32); at every one of the 127
 // positions where HF's winner leads by more than 1, it is ours too.
 TEST(ModelGemma3, LogitsMatchHfTransformers) {
