@@ -45,6 +45,27 @@ struct Rows256 {
     }
     for (int j = 0; j < T; ++j) out[j] = D::widen(p[j]);
   }
+  // 5-bit values: q4's low 4 bits, the 5th from the high bits hb
+  // (group_layout.h), two loads (4 products) per 16-bit part.
+  template <int T>
+  __attribute__((always_inline)) static void q5(const uint8_t* q, const uint8_t* hb, const BlockQ8* const* xb,
+                                                __m256i* out) {
+    static_assert(part_products(31) == 4);
+    const __m256i m4 = _mm256_set1_epi8(15), b4 = _mm256_set1_epi8(16), h = load256(hb);
+    __m256i p[T];
+    for (int k = 0; k < 4; ++k) {
+      const __m256i w = load256(q + 64 * k), hs = _mm256_srli_epi16(h, 2 * k);
+      const __m256i lo = _mm256_or_si256(_mm256_and_si256(w, m4), _mm256_and_si256(_mm256_slli_epi16(hs, 4), b4));
+      const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(w, 4), m4),
+                                         _mm256_and_si256(_mm256_slli_epi16(hs, 3), b4));
+      for (int j = 0; j < T; ++j) {
+        p[j] = k % 2 == 0 ? D::part(lo, bcast(xb[j]->q + 4 * k)) : D::part_acc(p[j], lo, bcast(xb[j]->q + 4 * k));
+        p[j] = D::part_acc(p[j], hi, bcast(xb[j]->q + 16 + 4 * k));
+        if (k == 1) out[j] = D::widen(p[j]);
+        if (k == 3) out[j] = _mm256_add_epi32(out[j], D::widen(p[j]));
+      }
+    }
+  }
   // Values 0..255. vpdpbusd takes them whole; vpmaddubsw's 16-bit pair sums
   // would saturate, so AVX2 splits u = (u & 127) + 128 (u >> 7): the low
   // parts widen after each product, the 0/1 high parts chain all 8 loads.
@@ -106,6 +127,24 @@ struct Rows512 {
     for (int j = 0; j < T; ++j) out[j] = _mm512_add_epi32(out[j], odd[j]);
   }
   template <int T>
+  __attribute__((always_inline)) static void q5(const uint8_t* q, const uint8_t* hb, const BlockQ8* const* xb,
+                                                __m512i* out) {
+    const __m512i m4 = _mm512_set1_epi8(15), b4 = _mm512_set1_epi8(16), h = _mm512_load_si512(hb);
+    __m512i odd[T];
+    for (int j = 0; j < T; ++j) out[j] = odd[j] = _mm512_setzero_si512();
+    for (int k = 0; k < 4; ++k) {
+      const __m512i w = _mm512_load_si512(q + 64 * k), hs = _mm512_srli_epi16(h, 2 * k);
+      const __m512i lo = _mm512_or_si512(_mm512_and_si512(w, m4), _mm512_and_si512(_mm512_slli_epi16(hs, 4), b4));
+      const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(w, 4), m4),
+                                         _mm512_and_si512(_mm512_slli_epi16(hs, 3), b4));
+      for (int j = 0; j < T; ++j) {
+        out[j] = _mm512_dpbusd_epi32(out[j], lo, bcast(xb[j]->q + 4 * k));
+        odd[j] = _mm512_dpbusd_epi32(odd[j], hi, bcast(xb[j]->q + 16 + 4 * k));
+      }
+    }
+    for (int j = 0; j < T; ++j) out[j] = _mm512_add_epi32(out[j], odd[j]);
+  }
+  template <int T>
   __attribute__((always_inline)) static void q8(const uint8_t* q, const BlockQ8* const* xb, __m512i* out) {
     __m512i odd[T];
     for (int j = 0; j < T; ++j) out[j] = odd[j] = _mm512_setzero_si512();
@@ -156,6 +195,7 @@ __attribute__((always_inline)) inline void group_tile(const WeightMatrix& w, con
     typename L::I isum[T];
     const uint8_t* q = group + group_quant_offset(kGeo, b, 0, lane0);
     if constexpr (kType == DType::Q4_0) L::template q4<T>(q, xb, isum);
+    else if constexpr (kType == DType::Q5_0) L::template q5<T>(q, group + group_high_offset(kGeo, b, lane0), xb, isum);
     else L::template q8<T>(q, xb, isum);
     const typename L::F dw = L::scales(group + group_scale_offset(kGeo, b, lane0));
     for (int j = 0; j < T; ++j) L::step(acc[j], isum[j], kGeo.offset * sums[j][b], dw, xb[j]->d);
@@ -202,6 +242,7 @@ void gemm_group(const WeightMatrix& w, const ActivationPack& x, float* y, int64_
 template <class L, int T>
 void install_group_kernels(KernelTable& t) {
   t.set_gemm(DType::Q4_0, gemm_group<DType::Q4_0, L, T>);
+  t.set_gemm(DType::Q5_0, gemm_group<DType::Q5_0, L, T>);
   t.set_gemm(DType::Q8_0, gemm_group<DType::Q8_0, L, T>);
 }
 

@@ -317,13 +317,12 @@ inline __m256 load_first(const float* p) {
 // tile adds (dw * dx) * sums and mw * sx per lane, and kMinScale times the
 // mins to the sum before the lanes are added.
 
-// The split layout: value = d * q + m with m = kMinScale * (the stored m if
-// kMinStored, else d); kOffset: the value offset folded into the min (Q5_0: 16).
-template <int kBits, bool kMinStored, int kOffset>
+// The split layout: value = d * q + m.
+template <int kBits>
 struct SplitFmt {
   static constexpr int kQsBytes = 16, kQhBytes = kBits == 5 ? 4 : 0;
-  static constexpr bool kMin = kMinStored || kOffset != 0;
-  static constexpr float kMinScale = kMinStored ? 1.0f : -static_cast<float>(kOffset);
+  static constexpr bool kMin = true;
+  static constexpr float kMinScale = 1.0f;
   template <class F>
   __attribute__((always_inline)) static void for_each_run(int64_t nb, F&& f) {
     for_each_split_run(nb, f);
@@ -333,8 +332,7 @@ struct SplitFmt {
                                                     __m256& mw) {
     const uint8_t* d = row + nb * (kQsBytes + kQhBytes);
     dw = repeat_half<W>(d + 2 * b0);
-    if constexpr (kMinStored) mw = load_half8<W>(d + 2 * nb + 2 * b0);
-    else if constexpr (kMin) mw = W == 8 ? dw : load_half8<W>(d + 2 * b0);
+    mw = load_half8<W>(d + 2 * nb + 2 * b0);
   }
   template <class L, int W, int T>
   __attribute__((always_inline)) static void sums(const uint8_t* row, int64_t nb, int64_t b0, const int8_t* const* x,
@@ -343,9 +341,8 @@ struct SplitFmt {
     else L::template q5<W, T>(row + b0 * kQsBytes, row + nb * kQsBytes + 4 * b0, x, out);
   }
 };
-using SplitQ4_1 = SplitFmt<4, true, 0>;
-using SplitQ5_1 = SplitFmt<5, true, 0>;
-using SplitQ5_0 = SplitFmt<5, false, 16>;
+using SplitQ4_1 = SplitFmt<4>;
+using SplitQ5_1 = SplitFmt<5>;
 
 // The K-quant layout: one run of 8 sub-blocks per super-block (nb / 8 of them).
 // Q4_K/Q5_K: dw = d * sc, mw = dmin * m (exact products: 11 x 6 bits), value =
@@ -522,7 +519,6 @@ void gemm_of(const WeightMatrix& w, const ActivationPack& x, float* y, int64_t r
 template <class L>
 void install_split_kernels(KernelTable& t) {
   t.set_gemm(DType::Q4_1, gemm_of<SplitQ4_1, L>);
-  t.set_gemm(DType::Q5_0, gemm_of<SplitQ5_0, L>);
   t.set_gemm(DType::Q5_1, gemm_of<SplitQ5_1, L>);
   t.set_gemm(DType::Q4_K, gemm_of<KquantFmt<DType::Q4_K>, L>);
   t.set_gemm(DType::Q5_K, gemm_of<KquantFmt<DType::Q5_K>, L>);

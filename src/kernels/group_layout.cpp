@@ -7,6 +7,7 @@
 #include "core/half.h"
 #include "kernels/dequantize.h"
 #include "kernels/kernel_table.h"
+#include "kernels/split_layout.h"
 
 namespace tally {
 namespace {
@@ -16,7 +17,10 @@ GroupGeometry geometry(DType type) {
   return group_geometry(type);
 }
 
-// The stored dword k of a native block's quants (qs: after the f16 d), and back.
+// Where a native block's quants and qh word start (after d; Q5_0: qh first).
+int native_qs(const GroupGeometry& g) { return 2 + g.qh_bytes; }
+
+// The stored dword k of a native block's quants, and back.
 uint32_t stored_dword(DType type, const uint8_t* qs, int k) {
   uint32_t v;
   std::memcpy(&v, qs + 4 * k, 4);
@@ -44,7 +48,7 @@ uint64_t group_row_bytes(DType type, int64_t cols) { return group_bytes(geometry
 void repack_group(DType type, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols) {
   const GroupGeometry g = geometry(type);
   const int64_t nb = cols / 32;
-  const uint64_t rb = row_bytes(type, static_cast<uint64_t>(cols)), block = 2 + g.qs_bytes;
+  const uint64_t rb = row_bytes(type, static_cast<uint64_t>(cols)), block = 2 + g.qh_bytes + g.qs_bytes;
   std::memset(dst, 0, group_matrix_bytes(type, rows, cols));  // padding rows and blocks
   for (int64_t r = 0; r < rows; ++r) {
     uint8_t* group = dst + static_cast<uint64_t>(r / kGroupRows) * group_bytes(g, cols);
@@ -52,8 +56,13 @@ void repack_group(DType type, const uint8_t* src, uint8_t* dst, int64_t rows, in
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = src + r * rb + b * block;
       std::memcpy(group + group_scale_offset(g, b, i), blk, 2);
+      if (g.qh_bytes) {
+        uint32_t qh;
+        std::memcpy(&qh, blk + 2, 4);
+        split_high_bits_put(group + group_high_offset(g, b, i), 0, qh);
+      }
       for (int k = 0; k < g.qs_bytes / 4; ++k) {
-        const uint32_t v = stored_dword(type, blk + 2, k);
+        const uint32_t v = stored_dword(type, blk + native_qs(g), k);
         std::memcpy(group + group_quant_offset(g, b, k, i), &v, 4);
       }
     }
@@ -67,10 +76,14 @@ void dequantize_group_row(const WeightMatrix& w, int64_t r, float* out) {
   uint8_t blk[2 + 32];
   for (int64_t b = 0; b < w.cols / 32; ++b) {
     std::memcpy(blk, group + group_scale_offset(g, b, i), 2);
+    if (g.qh_bytes) {
+      const uint32_t qh = split_high_bits_get(group + group_high_offset(g, b, i), 0);
+      std::memcpy(blk + 2, &qh, 4);
+    }
     for (int k = 0; k < g.qs_bytes / 4; ++k) {
       uint32_t v;
       std::memcpy(&v, group + group_quant_offset(g, b, k, i), 4);
-      native_dword(w.type, v, blk + 2, k);
+      native_dword(w.type, v, blk + native_qs(g), k);
     }
     dequantize_row(w.type, blk, out + 32 * b, 32);
   }
@@ -87,11 +100,16 @@ void gemm_group_scalar(const WeightMatrix& w, const ActivationPack& x, float* y,
       for (int64_t b = 0; b < nb; ++b) {
         const BlockQ8& xb = x.blocks[t * x.token_blocks + b];
         int32_t isum = -g.offset * x.sums_row(t)[b];
+        const uint8_t* hb = group + group_high_offset(g, b, i);
         for (int k = 0; k < g.qs_bytes / 4; ++k) {
           const uint8_t* u = group + group_quant_offset(g, b, k, i);
           for (int j = 0; j < 4; ++j) {
-            if (g.qs_bytes == 32) isum += u[j] * xb.q[4 * k + j];
-            else isum += (u[j] & 15) * xb.q[4 * k + j] + (u[j] >> 4) * xb.q[16 + 4 * k + j];
+            if (g.qs_bytes == 32) {
+              isum += u[j] * xb.q[4 * k + j];
+            } else {
+              const int h = g.qh_bytes ? hb[j] >> 2 * k : 0;  // bit 0: value 4k+j's 5th, bit 1: 16+4k+j's
+              isum += ((u[j] & 15) | (h & 1) << 4) * xb.q[4 * k + j] + ((u[j] >> 4) | (h & 2) << 3) * xb.q[16 + 4 * k + j];
+            }
           }
         }
         const float dw = load_f16(group + group_scale_offset(g, b, i));
@@ -103,8 +121,7 @@ void gemm_group_scalar(const WeightMatrix& w, const ActivationPack& x, float* y,
 }
 
 void install_group_scalar(KernelTable& t) {
-  t.set_gemm(DType::Q4_0, gemm_group_scalar);
-  t.set_gemm(DType::Q8_0, gemm_group_scalar);
+  for (DType type : {DType::Q4_0, DType::Q5_0, DType::Q8_0}) t.set_gemm(type, gemm_group_scalar);
 }
 
 }  // namespace tally

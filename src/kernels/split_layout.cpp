@@ -14,14 +14,12 @@ struct Geometry {
   int block_bytes;  // native block: d | m (has_m) | qh (has_qh) | quants
   bool has_m;
   bool has_qh;
-  int offset;       // the value's offset (Q4_0: 8, Q5_0: 16), removed by quant()
 };
 
 Geometry geometry(DType t) {
   switch (t) {
-    case DType::Q4_1: return {16, 20, true, false, 0};
-    case DType::Q5_0: return {16, 22, false, true, 16};
-    case DType::Q5_1: return {16, 24, true, true, 0};
+    case DType::Q4_1: return {16, 20, true, false};
+    case DType::Q5_1: return {16, 24, true, true};
     default: fail("split layout does not serve {}", dtype_name(t));
   }
 }
@@ -35,17 +33,15 @@ Planes planes(const Geometry& g, int64_t nb) {
   return {qh, d, d + nb * 2};
 }
 
-// Integer value i (0..31) of a block's quants and qh word, offset removed for
-// symmetric formats.
-int quant(const Geometry& g, const uint8_t* qs, uint32_t qh, int i) {
-  const int q = (i < 16 ? (qs[i] & 15) : (qs[i - 16] >> 4)) | static_cast<int>((qh >> i) & 1) << 4;
-  return q - g.offset;
+// Integer value i (0..31) of a block's quants and qh word.
+int quant(const uint8_t* qs, uint32_t qh, int i) {
+  return (i < 16 ? (qs[i] & 15) : (qs[i - 16] >> 4)) | static_cast<int>((qh >> i) & 1) << 4;
 }
 
 }  // namespace
 
 bool split_supported(DType type) {
-  return type == DType::Q4_1 || type == DType::Q5_0 || type == DType::Q5_1;
+  return type == DType::Q4_1 || type == DType::Q5_1;
 }
 
 uint64_t split_row_bytes(DType type, int64_t cols) {
@@ -100,7 +96,7 @@ void dequantize_split_row(const WeightMatrix& w, int64_t r, float* out) {
     const float db = load_f16(row + pl.d + 2 * b), mb = g.has_m ? load_f16(row + pl.m + 2 * b) : 0.0f;
     split_block_quants(w.type, row, nb, b, quants);
     const uint32_t qh = split_block_high_bits(w.type, row, nb, b);
-    for (int i = 0; i < 32; ++i) out[b * 32 + i] = db * static_cast<float>(quant(g, quants, qh, i)) + mb;
+    for (int i = 0; i < 32; ++i) out[b * 32 + i] = db * static_cast<float>(quant(quants, qh, i)) + mb;
   }
 }
 
@@ -118,7 +114,7 @@ void gemm_split_scalar(const WeightMatrix& w, const ActivationPack& x, float* y,
         split_block_quants(w.type, row, nb, b, quants);
         const uint32_t qh = split_block_high_bits(w.type, row, nb, b);
         int32_t isum = 0;
-        for (int i = 0; i < 32; ++i) isum += quant(g, quants, qh, i) * xb.q[i];
+        for (int i = 0; i < 32; ++i) isum += quant(quants, qh, i) * xb.q[i];
         acc += load_f16(row + pl.d + 2 * b) * xb.d * static_cast<float>(isum);
         if (g.has_m) acc += load_f16(row + pl.m + 2 * b) * xb.s;
       }
@@ -128,7 +124,7 @@ void gemm_split_scalar(const WeightMatrix& w, const ActivationPack& x, float* y,
 }
 
 void install_split_scalar(KernelTable& t) {
-  for (DType type : {DType::Q4_1, DType::Q5_0, DType::Q5_1}) t.set_gemm(type, gemm_split_scalar);
+  for (DType type : {DType::Q4_1, DType::Q5_1}) t.set_gemm(type, gemm_split_scalar);
 }
 
 }  // namespace tally

@@ -1,9 +1,9 @@
 #pragma once
-// The split row layout: the bytes of a GGUF row of Q4_1/Q5_0/Q5_1
+// The split row layout: the bytes of a GGUF row of Q4_1/Q5_1
 // blocks, regrouped so that SIMD kernels load scales 8 blocks at a time and
 // the integer sums of 8 blocks come out one block per lane, with no reduction:
 //   row = quants of all nb blocks (16 bytes each) |
-//         high bits of all blocks (4 bytes each, Q5_0/Q5_1 only) |
+//         high bits of all blocks (4 bytes each, Q5_1 only) |
 //         d of all blocks (f16) | m of all blocks (f16, Q4_1/Q5_1 only);
 //   nb = the row's blocks rounded up to even (split_blocks): an odd row gets
 //   one padding block of zero quants and zero scales, which adds exactly 0.
@@ -81,7 +81,7 @@ inline uint32_t split_high_bits_get(const uint8_t* hb, int l) {
   return qh;
 }
 
-// Types stored in the split layout: Q4_1, Q5_0, Q5_1.
+// Types stored in the split layout: Q4_1, Q5_1.
 bool split_supported(DType type);
 // Bytes of one split row of `cols` values (cols % 32 == 0).
 uint64_t split_row_bytes(DType type, int64_t cols);
@@ -91,7 +91,7 @@ void repack_split(DType type, const uint8_t* src, uint8_t* dst, int64_t rows, in
 // The native quant bytes of block b of a split row (16 bytes into out;
 // for Q5, the low 4 bits of the values).
 void split_block_quants(DType type, const uint8_t* row, int64_t nb, int64_t b, uint8_t* out);
-// The native qh word of block b of a split Q5_0/Q5_1 row.
+// The native qh word of block b of a split Q5_1 row.
 uint32_t split_block_high_bits(DType type, const uint8_t* row, int64_t nb, int64_t b);
 // Row r of a split matrix as floats (embedding lookups).
 void dequantize_split_row(const WeightMatrix& w, int64_t r, float* out);

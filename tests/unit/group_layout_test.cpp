@@ -23,7 +23,7 @@
 namespace tally {
 namespace {
 
-constexpr DType kTypes[] = {DType::Q4_0, DType::Q8_0};
+constexpr DType kTypes[] = {DType::Q4_0, DType::Q5_0, DType::Q8_0};
 constexpr int64_t kCols[] = {32, 64, 96, 576, 608, 1536};
 
 std::vector<std::pair<const char*, SimdLevel>> variants() {
