@@ -11,7 +11,7 @@ namespace tally {
 #if defined(__x86_64__) || defined(__i386__)
 void install_gemm_avx2(KernelTable& t) {
   install_split_kernels<Lanes256<DotAvx2>>(t);
-  install_group_kernels<Rows256<DotAvx2>, 2>(t);
+  install_group_kernels<Rows256<DotAvx2>, 4>(t);
 }
 #else
 void install_gemm_avx2(KernelTable&) {}

@@ -66,26 +66,23 @@ struct Rows256 {
       }
     }
   }
-  // Values 0..255. vpdpbusd takes them whole; vpmaddubsw's 16-bit pair sums
-  // would saturate, so AVX2 splits u = (u & 127) + 128 (u >> 7): the low
-  // parts widen after each product, the 0/1 high parts chain all 8 loads.
+  // Values 0..255 (q + 128), whose sum less 128 x the activations' is
+  // wanted (kSignedQ8 false: the tile takes the 128 off). vpdpbusd takes them
+  // whole. vpmaddubsw's 16-bit pair sums would saturate on 255 x 127, so AVX2
+  // multiplies the signed q itself, |q| by x with q's sign moved onto x, and
+  // gives the sum with the offset already off (kSignedQ8 true): the same
+  // integers.
+  static constexpr bool kSignedQ8 = std::is_same_v<D, DotAvx2>;
   template <int T>
   __attribute__((always_inline)) static void q8(const uint8_t* q, const BlockQ8* const* xb, __m256i* out) {
     for (int j = 0; j < T; ++j) out[j] = _mm256_setzero_si256();
-    if constexpr (std::is_same_v<D, DotAvx2>) {
-      static_assert(part_products(1) >= 8);
-      const __m256i m7 = _mm256_set1_epi8(127), b1 = _mm256_set1_epi8(1);
-      __m256i hi_part[T];
+    if constexpr (kSignedQ8) {
+      const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
       for (int k = 0; k < 8; ++k) {
-        const __m256i w = load256(q + 64 * k);
-        const __m256i lo = _mm256_and_si256(w, m7), hi = _mm256_and_si256(_mm256_srli_epi16(w, 7), b1);
-        for (int j = 0; j < T; ++j) {
-          const __m256i x = bcast(xb[j]->q + 4 * k);
-          out[j] = D::dot_acc(out[j], lo, x);
-          hi_part[j] = k == 0 ? D::part(hi, x) : D::part_acc(hi_part[j], hi, x);
-        }
+        const __m256i s = _mm256_xor_si256(load256(q + 64 * k), flip);  // q
+        const __m256i a = _mm256_abs_epi8(s);  // -128 becomes 0x80, read as unsigned 128
+        for (int j = 0; j < T; ++j) out[j] = D::dot_acc(out[j], a, _mm256_sign_epi8(bcast(xb[j]->q + 4 * k), s));
       }
-      for (int j = 0; j < T; ++j) out[j] = _mm256_add_epi32(out[j], _mm256_slli_epi32(D::widen(hi_part[j]), 7));
     } else {
       for (int k = 0; k < 8; ++k) {
         const __m256i w = load256(q + 64 * k);
@@ -107,6 +104,7 @@ struct Rows256 {
 // loads), half as long as one: decode waits on them.
 struct Rows512 {
   static constexpr int kRows = 16;
+  static constexpr bool kSignedQ8 = false;
   using F = __m512;
   using I = __m512i;
   static F zero() { return _mm512_setzero_ps(); }
@@ -184,8 +182,8 @@ __attribute__((always_inline)) inline void group_tile(const WeightMatrix& w, con
   typename L::F acc[T];
   for (int j = 0; j < T; ++j) acc[j] = L::zero();
   for (int64_t b = 0; b < nb; ++b) {
-    if (t == 0 && lane0 == 0) {  // the first tile of a group asks for the lines ahead (see kPrefetch), a record's
-      constexpr int kLines = kRecord / 64, kFirst = (kLines + 1) / 2;  // first half with its even block
+    if (t == 0 && lane0 == 0) {  // the first tile of a group asks for the lines ahead (see kPrefetch):
+      constexpr int kLines = kRecord / 64, kFirst = (kLines + 1) / 2;  // a record's first half with its even block
       const char* ahead = reinterpret_cast<const char*>(group + b / 2 * kRecord + kPrefetch);
       for (int l = b % 2 == 0 ? 0 : kFirst; l < (b % 2 == 0 ? kFirst : kLines); ++l)
         _mm_prefetch(ahead + 64 * l, _MM_HINT_T0);
@@ -198,7 +196,8 @@ __attribute__((always_inline)) inline void group_tile(const WeightMatrix& w, con
     else if constexpr (kType == DType::Q5_0) L::template q5<T>(q, group + group_high_offset(kGeo, b, lane0), xb, isum);
     else L::template q8<T>(q, xb, isum);
     const typename L::F dw = L::scales(group + group_scale_offset(kGeo, b, lane0));
-    for (int j = 0; j < T; ++j) L::step(acc[j], isum[j], kGeo.offset * sums[j][b], dw, xb[j]->d);
+    constexpr int kOffset = kType == DType::Q8_0 && L::kSignedQ8 ? 0 : kGeo.offset;
+    for (int j = 0; j < T; ++j) L::step(acc[j], isum[j], kOffset * sums[j][b], dw, xb[j]->d);
   }
   const int64_t row0 = g * kGroupRows + lane0;
   const bool whole = row0 >= r0 && row0 + L::kRows <= r1;

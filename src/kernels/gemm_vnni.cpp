@@ -12,7 +12,7 @@ namespace tally {
 #if defined(__x86_64__) || defined(__i386__)
 void install_gemm_vnni(KernelTable& t) {
   install_split_kernels<Lanes256<DotVnni>>(t);
-  install_group_kernels<Rows256<DotVnni>, 2>(t);
+  install_group_kernels<Rows256<DotVnni>, 4>(t);
 }
 #else
 void install_gemm_vnni(KernelTable&) {}
