@@ -13,7 +13,7 @@
 namespace tally {
 
 namespace {
-constexpr int64_t kRowGrain = 16;  // also the row-group layout's group: thread ranges take whole groups
+constexpr int64_t kRowGrain = kGroupRows;  // thread ranges take whole row groups (the kernels also take parts)
 constexpr uintptr_t kLine = 64;
 uint8_t* line_aligned(uint8_t* p) {
   return p + (kLine - reinterpret_cast<uintptr_t>(p) % kLine) % kLine;
