@@ -13,6 +13,7 @@ void ActivationPack::reserve(int64_t max_tokens, int64_t max_blocks) {
   d.reserve(static_cast<size_t>(max_tokens * b8));
   s.reserve(static_cast<size_t>(max_tokens * b8));
   sums.reserve(static_cast<size_t>(max_tokens * b8));
+  halves.reserve(static_cast<size_t>(max_tokens * 2 * b8));
 }
 
 ActivationPack ActivationPack::of(const BlockQ8* x, int64_t n_tokens, int64_t blocks_per_token) {
@@ -37,6 +38,7 @@ void ActivationPack::prepare(const BlockQ8* x, int64_t n_tokens, int64_t blocks_
   d.assign(static_cast<size_t>(n * nb8), 0.0f);
   s.assign(static_cast<size_t>(n * nb8), 0.0f);
   sums.assign(static_cast<size_t>(n * nb8), 0);
+  halves.assign(static_cast<size_t>(n * 2 * nb8), 0);
 }
 
 void ActivationPack::pack_tokens(int64_t t0, int64_t t1) {
@@ -53,9 +55,11 @@ void ActivationPack::pack_tokens(int64_t t0, int64_t t1) {
     for (int64_t b = 0; b < token_blocks; ++b) {
       d[t * nb8 + b] = xb[b].d;
       s[t * nb8 + b] = xb[b].s;
-      int32_t sum = 0;
-      for (int8_t v : xb[b].q) sum += v;
-      sums[t * nb8 + b] = sum;
+      int32_t half[2] = {0, 0};
+      for (int v = 0; v < 32; ++v) half[v / 16] += xb[b].q[v];
+      halves[2 * (t * nb8 + b)] = half[0];
+      halves[2 * (t * nb8 + b) + 1] = half[1];
+      sums[t * nb8 + b] = half[0] + half[1];
     }
   }
 }

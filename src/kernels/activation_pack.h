@@ -9,7 +9,9 @@
 // d, s: (n, nb8) floats, the blocks' scale and scale * sum, zero-padded to
 // nb8 = nb rounded up to 8 (kernels read scales 8 blocks at a time); sums:
 // (n, nb8), the integer sum of each block's quants (the row-group kernels
-// take a format's offset off their integer sums with it, exactly).
+// take a format's offset off their integer sums with it, exactly); halves:
+// (n, 2 nb8), the sums of values 0..15 and 16..31 of each block (Q6_K's
+// scales cover 16 values).
 // Capacity is reserved once (reserve()); build() then never allocates. q, d
 // and s start on a cache line, and each token's q is a whole number of lines
 // (nb * 32 bytes, nb even), so the 64-byte loads of the kernels never split.
@@ -27,7 +29,7 @@ struct ActivationPack {
   const BlockQ8* blocks = nullptr;  // (n, cols / 32): the plain blocks
   CacheAlignedVector<int8_t> q;
   CacheAlignedVector<float> d, s;
-  CacheAlignedVector<int32_t> sums;
+  CacheAlignedVector<int32_t> sums, halves;
 
   void reserve(int64_t max_tokens, int64_t max_blocks);
   // x: (n_tokens, blocks_per_token) blocks, which must outlive the pack.
@@ -45,6 +47,7 @@ struct ActivationPack {
   const float* d_row(int64_t token) const { return d.data() + token * nb8; }
   const float* s_row(int64_t token) const { return s.data() + token * nb8; }
   const int32_t* sums_row(int64_t token) const { return sums.data() + token * nb8; }
+  const int32_t* halves_row(int64_t token) const { return halves.data() + token * 2 * nb8; }
 };
 
 }  // namespace tally

@@ -90,6 +90,35 @@ struct Rows256 {
       }
     }
   }
+  // Q6_K: 6-bit values (4 low bits as q4's, the top 2 from hb), a sum per
+  // half block (two loads, 4 products, per 16-bit part), each less 32 x the
+  // half's activation sum hv[j][h], times the half's scale: the exact isum.
+  template <int T>
+  __attribute__((always_inline)) static void q6(const uint8_t* q, const uint8_t* hb, const uint8_t* sc,
+                                                const BlockQ8* const* xb, const int32_t* const* hv, __m256i* out) {
+    static_assert(part_products(63) == 2);
+    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(0x30);
+    const __m256i h[2] = {load256(hb), load256(hb + 64)};
+    __m256i plo[T], phi[T], hi[T];
+    for (int k = 0; k < 4; ++k) {
+      const __m256i w = load256(q + 64 * k), hs = k % 2 ? _mm256_srli_epi16(h[k / 2], 4) : h[k / 2];
+      const __m256i lo6 = _mm256_or_si256(_mm256_and_si256(w, m4), _mm256_and_si256(_mm256_slli_epi16(hs, 4), m2));
+      const __m256i hi6 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(w, 4), m4),
+                                          _mm256_and_si256(_mm256_slli_epi16(hs, 2), m2));
+      for (int j = 0; j < T; ++j) {
+        plo[j] = k % 2 == 0 ? D::part(lo6, bcast(xb[j]->q + 4 * k)) : D::part_acc(plo[j], lo6, bcast(xb[j]->q + 4 * k));
+        phi[j] = k % 2 == 0 ? D::part(hi6, bcast(xb[j]->q + 16 + 4 * k))
+                            : D::part_acc(phi[j], hi6, bcast(xb[j]->q + 16 + 4 * k));
+        if (k == 1) out[j] = D::widen(plo[j]), hi[j] = D::widen(phi[j]);
+        if (k == 3) out[j] = _mm256_add_epi32(out[j], D::widen(plo[j])), hi[j] = _mm256_add_epi32(hi[j], D::widen(phi[j]));
+      }
+    }
+    const __m256i s0 = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc)));
+    const __m256i s1 = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 16)));
+    for (int j = 0; j < T; ++j)
+      out[j] = _mm256_add_epi32(_mm256_mullo_epi32(s0, _mm256_sub_epi32(out[j], _mm256_set1_epi32(32 * hv[j][0]))),
+                                _mm256_mullo_epi32(s1, _mm256_sub_epi32(hi[j], _mm256_set1_epi32(32 * hv[j][1]))));
+  }
   static F scales(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
   // acc = fma(float(isum - off), dw * dx, acc)
   static void step(F& acc, __m256i isum, int32_t off, F dw, float dx) {
@@ -155,6 +184,29 @@ struct Rows512 {
     }
     for (int j = 0; j < T; ++j) out[j] = _mm512_add_epi32(out[j], odd[j]);
   }
+  template <int T>
+  __attribute__((always_inline)) static void q6(const uint8_t* q, const uint8_t* hb, const uint8_t* sc,
+                                                const BlockQ8* const* xb, const int32_t* const* hv, __m512i* out) {
+    const __m512i m4 = _mm512_set1_epi8(15), m2 = _mm512_set1_epi8(0x30);
+    const __m512i h[2] = {_mm512_load_si512(hb), _mm512_load_si512(hb + 64)};
+    __m512i hi[T];
+    for (int j = 0; j < T; ++j) out[j] = hi[j] = _mm512_setzero_si512();
+    for (int k = 0; k < 4; ++k) {
+      const __m512i w = _mm512_load_si512(q + 64 * k), hs = k % 2 ? _mm512_srli_epi16(h[k / 2], 4) : h[k / 2];
+      const __m512i lo6 = _mm512_or_si512(_mm512_and_si512(w, m4), _mm512_and_si512(_mm512_slli_epi16(hs, 4), m2));
+      const __m512i hi6 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(w, 4), m4),
+                                          _mm512_and_si512(_mm512_slli_epi16(hs, 2), m2));
+      for (int j = 0; j < T; ++j) {
+        out[j] = _mm512_dpbusd_epi32(out[j], lo6, bcast(xb[j]->q + 4 * k));
+        hi[j] = _mm512_dpbusd_epi32(hi[j], hi6, bcast(xb[j]->q + 16 + 4 * k));
+      }
+    }
+    const __m512i s0 = _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc)));
+    const __m512i s1 = _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc + 16)));
+    for (int j = 0; j < T; ++j)
+      out[j] = _mm512_add_epi32(_mm512_mullo_epi32(s0, _mm512_sub_epi32(out[j], _mm512_set1_epi32(32 * hv[j][0]))),
+                                _mm512_mullo_epi32(s1, _mm512_sub_epi32(hi[j], _mm512_set1_epi32(32 * hv[j][1]))));
+  }
   static F scales(const uint8_t* p) { return _mm512_cvtph_ps(load256(p)); }
   static void step(F& acc, __m512i isum, int32_t off, F dw, float dx) {
     const __m512i exact = _mm512_sub_epi32(isum, _mm512_set1_epi32(off));
@@ -175,17 +227,19 @@ __attribute__((always_inline)) inline void group_tile(const WeightMatrix& w, con
   const uint8_t* group = w.data + static_cast<uint64_t>(g) * group_bytes(kGeo, w.cols);
   const BlockQ8* xb0[T];
   const int32_t* sums[T];
+  const int32_t* halves[T];
   for (int j = 0; j < T; ++j) {
     xb0[j] = x.blocks + (t + j) * x.token_blocks;
     sums[j] = x.sums_row(t + j);
+    halves[j] = x.halves_row(t + j);
   }
   typename L::F acc[T];
   for (int j = 0; j < T; ++j) acc[j] = L::zero();
   for (int64_t b = 0; b < nb; ++b) {
     if (t == 0 && lane0 == 0) {  // the first tile of a group asks for the lines ahead (see kPrefetch):
-      constexpr int kLines = kRecord / 64, kFirst = (kLines + 1) / 2;  // a record's first half with its even block
-      const char* ahead = reinterpret_cast<const char*>(group + b / 2 * kRecord + kPrefetch);
-      for (int l = b % 2 == 0 ? 0 : kFirst; l < (b % 2 == 0 ? kFirst : kLines); ++l)
+      constexpr int kLines = kRecord / 64, kBlocks = kGeo.record_blocks;  // a record's share per block
+      const char* ahead = reinterpret_cast<const char*>(group + group_record(kGeo, b) + kPrefetch);
+      for (int l = b % kBlocks * kLines / kBlocks; l < (b % kBlocks + 1) * kLines / kBlocks; ++l)
         _mm_prefetch(ahead + 64 * l, _MM_HINT_T0);
     }
     const BlockQ8* xb[T];
@@ -194,9 +248,16 @@ __attribute__((always_inline)) inline void group_tile(const WeightMatrix& w, con
     const uint8_t* q = group + group_quant_offset(kGeo, b, 0, lane0);
     if constexpr (kType == DType::Q4_0) L::template q4<T>(q, xb, isum);
     else if constexpr (kType == DType::Q5_0) L::template q5<T>(q, group + group_high_offset(kGeo, b, lane0), xb, isum);
-    else L::template q8<T>(q, xb, isum);
-    const typename L::F dw = L::scales(group + group_scale_offset(kGeo, b, lane0));
-    constexpr int kOffset = kType == DType::Q8_0 && L::kSignedQ8 ? 0 : kGeo.offset;
+    else if constexpr (kType == DType::Q8_0) L::template q8<T>(q, xb, isum);
+    else {
+      const int32_t* hv[T];
+      for (int j = 0; j < T; ++j) hv[j] = halves[j] + 2 * b;
+      L::template q6<T>(q, group + group_high_offset(kGeo, b, lane0), group + group_scale_offset(kGeo, b, lane0), xb, hv,
+                        isum);
+    }
+    const typename L::F dw = L::scales(group + (kGeo.sub_scales ? group_d_offset(kGeo, b, lane0)
+                                                                 : group_scale_offset(kGeo, b, lane0)));
+    constexpr int kOffset = (kType == DType::Q8_0 && L::kSignedQ8) || kGeo.sub_scales ? 0 : kGeo.offset;
     for (int j = 0; j < T; ++j) L::step(acc[j], isum[j], kOffset * sums[j][b], dw, xb[j]->d);
   }
   const int64_t row0 = g * kGroupRows + lane0;
@@ -243,6 +304,7 @@ void install_group_kernels(KernelTable& t) {
   t.set_gemm(DType::Q4_0, gemm_group<DType::Q4_0, L, T>);
   t.set_gemm(DType::Q5_0, gemm_group<DType::Q5_0, L, T>);
   t.set_gemm(DType::Q8_0, gemm_group<DType::Q8_0, L, T>);
+  t.set_gemm(DType::Q6_K, gemm_group<DType::Q6_K, L, T>);
 }
 
 }  // namespace

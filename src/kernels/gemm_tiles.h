@@ -150,38 +150,6 @@ struct Lanes256 {
       load(std::integral_constant<int, 3>{});
     }
   }
-  // Q6_K (kquant_layout.h), a run of 8 sub-blocks: the 6-bit values less 32,
-  // signed, with |w| as the unsigned operand and the sign moved to x. lo:
-  // the sums over the first 16 values of each sub-block, hi: the last 16.
-  template <int T>
-  __attribute__((always_inline)) static void q6(const uint8_t* w, const uint8_t* top, const int8_t* const* x,
-                                                __m256i* lo_out, __m256i* hi_out) {
-    static_assert(part_products(32) >= 4);  // |q - 32| <= 32, 4 loads per part
-    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(0x30), c32 = _mm256_set1_epi8(32);
-    __m256i plo[T], phi[T];
-    for (int i = 0; i < 4; ++i) {
-      const __m256i q = load256(w + 32 * i), t = load256(top + 32 * (i >> 1));
-      // top bits of the low values at 4(i&1), of the high ones at 4(i&1)+2: moved to bits 4, 5
-      const __m256i tl = i % 2 == 0 ? _mm256_slli_epi16(t, 4) : t;
-      const __m256i th = i % 2 == 0 ? _mm256_slli_epi16(t, 2) : _mm256_srli_epi16(t, 2);
-      const __m256i lo = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(q, m4), _mm256_and_si256(tl, m2)), c32);
-      const __m256i hi = _mm256_sub_epi8(
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_and_si256(th, m2)), c32);
-      const __m256i ulo = _mm256_abs_epi8(lo), uhi = _mm256_abs_epi8(hi);
-      for (int j = 0; j < T; ++j) {
-        const __m256i xl = _mm256_sign_epi8(load256(x[j] + 32 * i), lo);
-        const __m256i xh = _mm256_sign_epi8(load256(x[j] + 128 + 32 * i), hi);
-        plo[j] = i == 0 ? D::part(ulo, xl) : D::part_acc(plo[j], ulo, xl);
-        phi[j] = i == 0 ? D::part(uhi, xh) : D::part_acc(phi[j], uhi, xh);
-        keep(plo[j]);
-        keep(phi[j]);
-      }
-    }
-    for (int j = 0; j < T; ++j) {
-      lo_out[j] = D::widen(plo[j]);
-      hi_out[j] = D::widen(phi[j]);
-    }
-  }
 };
 
 #ifdef TALLY_TU_AVX512
@@ -249,40 +217,6 @@ struct Lanes512 {
       for (int j = 0; j < T; ++j) out[j] = fold(acc[j]);
     }
   }
-  // As Lanes256::q6, loads 2k and 2k + 1 at once: both meet the top bits of
-  // 32 bytes at 32k, shifted per half (a blend of two shifts) as the 256-bit
-  // code shifts them per load. The 6-bit values go in unsigned (0..63) and
-  // 32 times the activations' sums, lane for lane (a vpdpbusd with ones),
-  // come off the exact integer sums: sum (q - 32) x = sum q x - 32 sum x, the
-  // same integers as the 256-bit code's signed form, for fewer instructions
-  // than moving the signs to x.
-  template <int T>
-  __attribute__((always_inline)) static void q6(const uint8_t* w, const uint8_t* top, const int8_t* const* x,
-                                                __m256i* lo_out, __m256i* hi_out) {
-    const __m512i m4 = _mm512_set1_epi8(15), m2 = _mm512_set1_epi8(0x30), ones = _mm512_set1_epi8(1);
-    constexpr __mmask8 kHighHalf = 0xF0;  // _mm512_mask_blend_epi64: the second operand there
-    __m512i plo[T], phi[T], slo[T], shi[T];
-    for (int j = 0; j < T; ++j) plo[j] = phi[j] = slo[j] = shi[j] = _mm512_setzero_si512();
-    for (int k = 0; k < 2; ++k) {
-      const __m512i q = load512(w + 64 * k), t = _mm512_broadcast_i64x4(load256(top + 32 * k));
-      const __m512i tl = _mm512_mask_blend_epi64(kHighHalf, _mm512_slli_epi16(t, 4), t);
-      const __m512i th = _mm512_mask_blend_epi64(kHighHalf, _mm512_slli_epi16(t, 2), _mm512_srli_epi16(t, 2));
-      const __m512i lo = _mm512_or_si512(_mm512_and_si512(q, m4), _mm512_and_si512(tl, m2));
-      const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4), _mm512_and_si512(th, m2));
-      for (int j = 0; j < T; ++j) {
-        const __m512i xl = load512(x[j] + 64 * k), xh = load512(x[j] + 128 + 64 * k);
-        plo[j] = _mm512_dpbusd_epi32(plo[j], lo, xl);
-        slo[j] = _mm512_dpbusd_epi32(slo[j], ones, xl);
-        phi[j] = _mm512_dpbusd_epi32(phi[j], hi, xh);
-        shi[j] = _mm512_dpbusd_epi32(shi[j], ones, xh);
-      }
-    }
-    for (int j = 0; j < T; ++j) {
-      lo_out[j] = fold(_mm512_sub_epi32(plo[j], _mm512_slli_epi32(slo[j], 5)));
-      hi_out[j] = fold(_mm512_sub_epi32(phi[j], _mm512_slli_epi32(shi[j], 5)));
-    }
-  }
-
 };
 #endif
 
@@ -321,7 +255,6 @@ inline __m256 load_first(const float* p) {
 template <int kBits>
 struct SplitFmt {
   static constexpr int kQsBytes = 16, kQhBytes = kBits == 5 ? 4 : 0;
-  static constexpr bool kMin = true;
   static constexpr float kMinScale = 1.0f;
   template <class F>
   __attribute__((always_inline)) static void for_each_run(int64_t nb, F&& f) {
@@ -345,12 +278,9 @@ using SplitQ4_1 = SplitFmt<4>;
 using SplitQ5_1 = SplitFmt<5>;
 
 // The K-quant layout: one run of 8 sub-blocks per super-block (nb / 8 of them).
-// Q4_K/Q5_K: dw = d * sc, mw = dmin * m (exact products: 11 x 6 bits), value =
-// dw q - mw. Q6_K: the 16-value scales go into the integer sum (exact:
-// |sum| < 2^24), dw = d.
+// dw = d * sc, mw = dmin * m (exact products: 11 x 6 bits), value = dw q - mw.
 template <DType kType>
 struct KquantFmt {
-  static constexpr bool kMin = kType != DType::Q6_K;
   static constexpr float kMinScale = -1.0f;
   template <class F>
   __attribute__((always_inline)) static void for_each_run(int64_t nb, F&& f) {
@@ -366,35 +296,18 @@ struct KquantFmt {
   __attribute__((always_inline)) static void scales(const uint8_t* row, int64_t nb, int64_t b0, __m256& dw,
                                                     __m256& mw) {
     static_assert(W == 8);
-    const KquantPlanes pl = kquant_planes(kType, nb / 8);
-    if constexpr (kType == DType::Q6_K) {
-      dw = half_ps(row + pl.d + b0 / 4);
-    } else {
-      const uint8_t* meta = row + pl.meta + 2 * b0;
-      uint64_t sc, mn;
-      kquant_scales_mins(meta + 4, &sc, &mn);
-      dw = _mm256_mul_ps(half_ps(meta), bytes_ps(sc));
-      mw = _mm256_mul_ps(half_ps(meta + 2), bytes_ps(mn));
-    }
+    const uint8_t* meta = row + kquant_planes(kType, nb / 8).meta + 2 * b0;
+    uint64_t sc, mn;
+    kquant_scales_mins(meta + 4, &sc, &mn);
+    dw = _mm256_mul_ps(half_ps(meta), bytes_ps(sc));
+    mw = _mm256_mul_ps(half_ps(meta + 2), bytes_ps(mn));
   }
   template <class L, int W, int T>
   __attribute__((always_inline)) static void sums(const uint8_t* row, int64_t nb, int64_t b0, const int8_t* const* x,
                                                   __m256i* out) {
     static_assert(W == 8);
-    const KquantPlanes pl = kquant_planes(kType, nb / 8);
-    if constexpr (kType == DType::Q4_K) {
-      L::template q4<8, T>(row + 16 * b0, x, out);
-    } else if constexpr (kType == DType::Q5_K) {
-      L::template q5<8, T>(row + 16 * b0, row + pl.bits + 4 * b0, x, out);
-    } else {
-      __m256i lo[T], hi[T];
-      L::template q6<T>(row + 16 * b0, row + pl.bits + 8 * b0, x, lo, hi);
-      const uint8_t* sc = row + pl.meta + 2 * b0;
-      const __m256i sc_lo = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc)));
-      const __m256i sc_hi = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 8)));
-      for (int j = 0; j < T; ++j)
-        out[j] = _mm256_add_epi32(_mm256_mullo_epi32(lo[j], sc_lo), _mm256_mullo_epi32(hi[j], sc_hi));
-    }
+    if constexpr (kType == DType::Q4_K) L::template q4<8, T>(row + 16 * b0, x, out);
+    else L::template q5<8, T>(row + 16 * b0, row + kquant_planes(kType, nb / 8).bits + 4 * b0, x, out);
   }
 };
 
@@ -457,7 +370,7 @@ __attribute__((always_inline)) inline void split_tile(const TileArgs& a, int64_t
     const int8_t* xq[T];
     for (int j = 0; j < T; ++j) {
       dx[j] = repeat_ps<W>(xd[j] + b0);
-      if constexpr (S::kMin) sx[j] = load_first<W>(xs[j] + b0);
+      sx[j] = load_first<W>(xs[j] + b0);
       xq[j] = xq0[j] + b0 * 32;
     }
     for (int i = 0; i < R; ++i) {
@@ -467,14 +380,13 @@ __attribute__((always_inline)) inline void split_tile(const TileArgs& a, int64_t
       S::template sums<L, W, T>(qs[i], nb, b0, xq, sums);
       for (int j = 0; j < T; ++j) {
         acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[j]), _mm256_mul_ps(dw, dx[j]), acc[i][j]);
-        if constexpr (S::kMin) accm[i][j] = _mm256_fmadd_ps(mw, sx[j], accm[i][j]);
+        accm[i][j] = _mm256_fmadd_ps(mw, sx[j], accm[i][j]);
       }
     }
   };
   S::for_each_run(nb, run);
-  if constexpr (S::kMin)
-    for (int i = 0; i < R; ++i)
-      for (int j = 0; j < T; ++j) acc[i][j] = _mm256_fmadd_ps(accm[i][j], _mm256_set1_ps(S::kMinScale), acc[i][j]);
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < T; ++j) acc[i][j] = _mm256_fmadd_ps(accm[i][j], _mm256_set1_ps(S::kMinScale), acc[i][j]);
   if constexpr (R == 4) {  // 4 rows of one token: contiguous in y
     _mm_storeu_ps(a.y + t * a.rows + r, hsum4(acc[0][0], acc[1][0], acc[2][0], acc[3][0]));
   } else if constexpr (T == 4) {
@@ -522,7 +434,6 @@ void install_split_kernels(KernelTable& t) {
   t.set_gemm(DType::Q5_1, gemm_of<SplitQ5_1, L>);
   t.set_gemm(DType::Q4_K, gemm_of<KquantFmt<DType::Q4_K>, L>);
   t.set_gemm(DType::Q5_K, gemm_of<KquantFmt<DType::Q5_K>, L>);
-  t.set_gemm(DType::Q6_K, gemm_of<KquantFmt<DType::Q6_K>, L>);
 }
 
 }  // namespace

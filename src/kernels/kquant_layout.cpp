@@ -10,35 +10,16 @@
 namespace tally {
 namespace {
 
-// One super-block as integers: the unsigned quants (Q4_K 0..15, Q5_K 0..31,
-// Q6_K 0..63, offset not removed) and the scales.
+// One super-block as integers: the unsigned quants (Q4_K 0..15, Q5_K 0..31)
+// and the scales.
 struct SuperBlock {
   uint8_t q[kSuperBlock];
-  uint8_t meta[16];  // Q4_K/Q5_K: d, dmin, the 12 packed scale bytes as in the file
-  int8_t sc16[16];   // Q6_K: scale of values 16i..16i+15, in value order
-  uint8_t d[2];      // Q6_K: d
+  uint8_t meta[16];  // d, dmin, the 12 packed scale bytes as in the file
 };
 
 uint64_t native_bytes(DType t) { return traits(t).type_size; }
 
 void unpack_native(DType t, const uint8_t* blk, SuperBlock& sb) {
-  if (t == DType::Q6_K) {
-    const uint8_t* ql = blk;
-    const uint8_t* qh = blk + 128;
-    for (int h = 0; h < 2; ++h)
-      for (int l = 0; l < 32; ++l) {
-        const uint8_t* a = ql + 64 * h;
-        const int hb = qh[32 * h + l];
-        uint8_t* q = sb.q + 128 * h + l;
-        q[0] = static_cast<uint8_t>((a[l] & 15) | (hb & 3) << 4);
-        q[32] = static_cast<uint8_t>((a[l + 32] & 15) | ((hb >> 2) & 3) << 4);
-        q[64] = static_cast<uint8_t>((a[l] >> 4) | ((hb >> 4) & 3) << 4);
-        q[96] = static_cast<uint8_t>((a[l + 32] >> 4) | ((hb >> 6) & 3) << 4);
-      }
-    std::memcpy(sb.sc16, blk + 192, 16);
-    std::memcpy(sb.d, blk + 208, 2);
-    return;
-  }
   std::memcpy(sb.meta, blk, 16);
   const bool q5 = t == DType::Q5_K;
   const uint8_t* qh = blk + 16;
@@ -58,10 +39,6 @@ int quant_byte(int l, int v) {
   const int b = v % 16;
   return (b / 4 * 8 + l) * 4 + b % 4;
 }
-// Q6_K top bits: byte and shift of value v of sub-block l, relative to the
-// super-block's 64 bytes.
-int top_byte(int l, int v) { return 32 * ((v % 16 / 4) >> 1) + 4 * l + v % 4; }
-int top_shift(int v) { return 4 * ((v % 16 / 4) & 1) + (v >= 16 ? 2 : 0); }
 
 void pack_layout(DType t, uint8_t* row, int64_t nsb, int64_t s, const SuperBlock& sb) {
   const KquantPlanes p = kquant_planes(t, nsb);
@@ -69,19 +46,6 @@ void pack_layout(DType t, uint8_t* row, int64_t nsb, int64_t s, const SuperBlock
   for (int l = 0; l < 8; ++l)
     for (int v = 0; v < 32; ++v)
       qs[quant_byte(l, v)] = static_cast<uint8_t>(qs[quant_byte(l, v)] | (sb.q[32 * l + v] & 15) << (v < 16 ? 0 : 4));
-  if (t == DType::Q6_K) {
-    uint8_t* top = row + p.bits + s * 64;
-    for (int l = 0; l < 8; ++l)
-      for (int v = 0; v < 32; ++v)
-        top[top_byte(l, v)] = static_cast<uint8_t>(top[top_byte(l, v)] | (sb.q[32 * l + v] >> 4) << top_shift(v));
-    int8_t* sc = reinterpret_cast<int8_t*>(row + p.meta + s * 16);
-    for (int l = 0; l < 8; ++l) {
-      sc[l] = sb.sc16[2 * l];
-      sc[8 + l] = sb.sc16[2 * l + 1];
-    }
-    std::memcpy(row + p.d + s * 2, sb.d, 2);
-    return;
-  }
   if (t == DType::Q5_K)
     for (int l = 0; l < 8; ++l) {
       uint32_t qh = 0;
@@ -96,19 +60,6 @@ void read_layout(DType t, const uint8_t* row, int64_t nsb, int64_t s, SuperBlock
   const uint8_t* qs = row + s * 128;
   for (int l = 0; l < 8; ++l)
     for (int v = 0; v < 32; ++v) sb.q[32 * l + v] = static_cast<uint8_t>((qs[quant_byte(l, v)] >> (v < 16 ? 0 : 4)) & 15);
-  if (t == DType::Q6_K) {
-    const uint8_t* top = row + p.bits + s * 64;
-    for (int l = 0; l < 8; ++l)
-      for (int v = 0; v < 32; ++v)
-        sb.q[32 * l + v] = static_cast<uint8_t>(sb.q[32 * l + v] | ((top[top_byte(l, v)] >> top_shift(v)) & 3) << 4);
-    const int8_t* sc = reinterpret_cast<const int8_t*>(row + p.meta + s * 16);
-    for (int l = 0; l < 8; ++l) {
-      sb.sc16[2 * l] = sc[l];
-      sb.sc16[2 * l + 1] = sc[8 + l];
-    }
-    std::memcpy(sb.d, row + p.d + s * 2, 2);
-    return;
-  }
   if (t == DType::Q5_K)
     for (int l = 0; l < 8; ++l) {
       const uint32_t qh = split_high_bits_get(row + p.bits + s * 32, l);
@@ -124,7 +75,7 @@ void check_cols(DType type, int64_t cols) {
 
 }  // namespace
 
-bool kquant_supported(DType type) { return type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K; }
+bool kquant_supported(DType type) { return type == DType::Q4_K || type == DType::Q5_K; }
 
 uint64_t kquant_row_bytes(DType type, int64_t cols) {
   check_cols(type, cols);
@@ -153,11 +104,6 @@ void dequantize_kquant_row(const WeightMatrix& w, int64_t r, float* out) {
   for (int64_t s = 0; s < nsb; ++s) {
     read_layout(w.type, w.row(r), nsb, s, sb);
     float* y = out + s * kSuperBlock;
-    if (w.type == DType::Q6_K) {
-      const float d = load_f16(sb.d);
-      for (int v = 0; v < kSuperBlock; ++v) y[v] = (d * static_cast<float>(sb.sc16[v / 16])) * static_cast<float>(sb.q[v] - 32);
-      continue;
-    }
     const float d = load_f16(sb.meta), dmin = load_f16(sb.meta + 2);
     uint64_t sc, mn;
     kquant_scales_mins(sb.meta + 4, &sc, &mn);
@@ -171,11 +117,10 @@ void dequantize_kquant_row(const WeightMatrix& w, int64_t r, float* out) {
   }
 }
 
-// Per (row, token), sub-block by sub-block: the integer sum of the sub-block
-// (Q6_K: of its two halves, each times its scale), then
-//   acc += (dw * dx) * isum  and, for Q4_K/Q5_K,  acc -= (dmin * m) * sx,
-// with dw = d * sc (Q4_K/Q5_K) or d (Q6_K): the kernels' integer sums and
-// per-sub-block scale products, summed in a different order.
+// Per (row, token), sub-block by sub-block: the integer sum of the sub-block,
+// then acc += (dw * dx) * isum and acc -= (dmin * m) * sx, with dw = d * sc:
+// the kernels' integer sums and per-sub-block scale products, summed in a
+// different order.
 void gemm_kquant_scalar(const WeightMatrix& w, const ActivationPack& x, float* y, int64_t r0, int64_t r1) {
   check_cols(w.type, w.cols);
   const int64_t nsb = w.cols / kSuperBlock, nb = w.cols / 32;
@@ -186,17 +131,10 @@ void gemm_kquant_scalar(const WeightMatrix& w, const ActivationPack& x, float* y
       for (int64_t s = 0; s < nsb; ++s) {
         read_layout(w.type, w.row(r), nsb, s, sb);
         uint64_t sc = 0, mn = 0;
-        if (w.type != DType::Q6_K) kquant_scales_mins(sb.meta + 4, &sc, &mn);
+        kquant_scales_mins(sb.meta + 4, &sc, &mn);
         for (int l = 0; l < 8; ++l) {
           const BlockQ8& xb = x.blocks[t * nb + 8 * s + l];
           const uint8_t* q = sb.q + 32 * l;
-          if (w.type == DType::Q6_K) {
-            int32_t half[2] = {0, 0};
-            for (int v = 0; v < 32; ++v) half[v / 16] += (q[v] - 32) * xb.q[v];
-            const int32_t isum = sb.sc16[2 * l] * half[0] + sb.sc16[2 * l + 1] * half[1];
-            acc += load_f16(sb.d) * xb.d * static_cast<float>(isum);
-            continue;
-          }
           int32_t isum = 0;
           for (int v = 0; v < 32; ++v) isum += q[v] * xb.q[v];
           const float dw = load_f16(sb.meta) * static_cast<float>((sc >> (8 * l)) & 0xff);
@@ -210,7 +148,7 @@ void gemm_kquant_scalar(const WeightMatrix& w, const ActivationPack& x, float* y
 }
 
 void install_kquant_scalar(KernelTable& t) {
-  for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) t.set_gemm(type, gemm_kquant_scalar);
+  for (DType type : {DType::Q4_K, DType::Q5_K}) t.set_gemm(type, gemm_kquant_scalar);
 }
 
 }  // namespace tally

@@ -1,5 +1,5 @@
 #pragma once
-// The K-quant row layout: the bytes of a GGUF row of Q4_K/Q5_K/Q6_K
+// The K-quant row layout: the bytes of a GGUF row of Q4_K/Q5_K
 // super-blocks (256 values each), regrouped at load so that the SIMD kernels
 // of the split layout (split_layout.h) read them: each super-block is one run
 // of 8 blocks of 32 values (its sub-blocks), whose integer sums land one
@@ -9,7 +9,6 @@
 //   values are block 8s + l of the activation pack (its runs are all of 8).
 //   Q4_K: row = quants (nsb x 128) | meta (nsb x 16)
 //   Q5_K: row = quants (nsb x 128) | high bits (nsb x 32) | meta (nsb x 16)
-//   Q6_K: row = quants (nsb x 128) | top bits (nsb x 64) | scales (nsb x 16) | d (nsb x 2)
 //   quants: the low 4 bits of each sub-block as a Q4 block of the split
 //     layout (value v in the low nibble of byte v for v < 16, in the high
 //     nibble of byte v - 16 otherwise), dword k of the 8 sub-blocks side by side.
@@ -17,14 +16,8 @@
 //     run of 8 (32 bytes).
 //   meta (Q4_K, Q5_K): d (f16), dmin (f16), the 12 packed 6-bit scales and
 //     mins, as in the file (kquant_scales_mins unpacks them).
-//   top bits (Q6_K): two 32-byte vectors; vector c serves quant loads
-//     i = 2c and 2c + 1 (load i holds dword k = i of the 8 sub-blocks); its
-//     byte 4l + j holds at bits 4(i&1)..4(i&1)+1 the top 2 bits of value
-//     4i + j of sub-block l, and at 4(i&1)+2..4(i&1)+3 those of value 16+4i+j.
-//   scales (Q6_K): the 16 int8 scales of 16 values each, reordered as those
-//     of the first halves of sub-blocks 0..7, then of their second halves.
 // Value of a sub-block l, value v (q the integer read back):
-//   Q4_K/Q5_K: d * sc_l * q - dmin * m_l;  Q6_K: d * sc_(l, v / 16) * (q - 32).
+//   d * sc_l * q - dmin * m_l. (Q6_K is in the row-group layout, group_layout.h.)
 // Same size as the native row: repacking at load costs no memory beyond the
 // copy. Every kernel level and the scalar reference read this layout; the
 // kernels keep each sub-block's integer sum exact and scale it once.
@@ -39,7 +32,7 @@ namespace tally {
 
 inline constexpr int kSuperBlock = 256;
 
-// Types stored in this layout: Q4_K, Q5_K, Q6_K.
+// Types stored in this layout: Q4_K, Q5_K.
 bool kquant_supported(DType type);
 // Bytes of one row of `cols` values (cols % 256 == 0): the native size.
 uint64_t kquant_row_bytes(DType type, int64_t cols);
@@ -54,15 +47,12 @@ void gemm_kquant_scalar(const WeightMatrix& w, const ActivationPack& x, float* y
 
 // Where the planes of a row of nsb super-blocks start (byte offsets).
 struct KquantPlanes {
-  int64_t bits;   // Q5_K high bits, Q6_K top bits
-  int64_t meta;   // Q4_K/Q5_K meta, Q6_K scales
-  int64_t d;      // Q6_K d
+  int64_t bits;   // Q5_K high bits
+  int64_t meta;
 };
 inline KquantPlanes kquant_planes(DType type, int64_t nsb) {
   const int64_t q = nsb * 128;
-  if (type == DType::Q4_K) return {q, q, 0};
-  if (type == DType::Q5_K) return {q, q + nsb * 32, 0};
-  return {q, q + nsb * 64, q + nsb * 80};  // Q6_K
+  return {q, type == DType::Q5_K ? q + nsb * 32 : q};
 }
 
 // The 6-bit scales and mins of the 8 sub-blocks from the 12 packed bytes of

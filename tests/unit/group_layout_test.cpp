@@ -23,8 +23,16 @@
 namespace tally {
 namespace {
 
-constexpr DType kTypes[] = {DType::Q4_0, DType::Q5_0, DType::Q8_0};
+constexpr DType kTypes[] = {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q6_K};
 constexpr int64_t kCols[] = {32, 64, 96, 576, 608, 1536};
+// Q6_K rows are whole super-blocks: 1, 2, 3 (an odd count leaves half a
+// record) and 6 (SmolLM2's feed-forward width).
+constexpr int64_t kSuperCols[] = {256, 512, 768, 1536};
+
+std::vector<int64_t> cols_of(DType type) {
+  if (type == DType::Q6_K) return {std::begin(kSuperCols), std::end(kSuperCols)};
+  return {std::begin(kCols), std::end(kCols)};
+}
 
 std::vector<std::pair<const char*, SimdLevel>> variants() {
   std::vector<std::pair<const char*, SimdLevel>> v;
@@ -36,7 +44,7 @@ std::vector<std::pair<const char*, SimdLevel>> variants() {
 TEST(GroupLayout, RepackKeepsEveryValueAndPadsWithZeros) {
   std::mt19937 rng(3);
   for (DType type : kTypes)
-    for (int64_t cols : kCols)
+    for (int64_t cols : cols_of(type))
       for (int64_t rows : {1, 16, 21}) {
         const std::string what = std::string(dtype_name(type)) + " " + std::to_string(rows) + "x" + std::to_string(cols);
         const GroupGeometry geo = group_geometry(type);
@@ -53,22 +61,36 @@ TEST(GroupLayout, RepackKeepsEveryValueAndPadsWithZeros) {
         const int64_t groups = (rows + 15) / 16, bytes = static_cast<int64_t>(group_bytes(geo, cols));
         ASSERT_EQ(16 * m.w.row_bytes, static_cast<uint64_t>(bytes)) << what;
         ASSERT_EQ(group_matrix_bytes(type, rows, cols), static_cast<uint64_t>(groups * bytes)) << what;
-        // Zero: the rows past the matrix in the last group, and the block that
-        // completes an odd count's last record in every group.
-        const int64_t nb = cols / 32;
+        // Zero: the rows past the matrix in the last group, and the blocks that
+        // complete the last record in every group.
+        const int64_t nb = cols / 32, B = geo.record_blocks;
         auto zero = [&](int64_t g, int64_t b, int i) {
           const uint8_t* group = m.w.data + g * bytes;
+          const auto where = [&] { return what + " group " + std::to_string(g) + " row " + std::to_string(i) +
+                                          " block " + std::to_string(b); };
           uint16_t d;
-          std::memcpy(&d, group + group_scale_offset(geo, b, i), 2);
-          ASSERT_EQ(d, 0) << what << " group " << g << " row " << i << " block " << b;
+          if (geo.sub_scales) {  // the halves' int8 scales and the super-block's d
+            ASSERT_EQ(group[group_scale_offset(geo, b, i)], 0) << where();
+            ASSERT_EQ(group[group_scale_offset(geo, b, i) + 16], 0) << where();
+            std::memcpy(&d, group + group_d_offset(geo, b, i), 2);
+          } else {
+            std::memcpy(&d, group + group_scale_offset(geo, b, i), 2);
+          }
+          ASSERT_EQ(d, 0) << where();
+          for (int k = 0; k < geo.qh_bytes / 4; ++k) {
+            uint32_t h;
+            std::memcpy(&h, group + group_high_offset(geo, b, i) + 64 * k, 4);
+            ASSERT_EQ(h, 0u) << where();
+          }
           for (int k = 0; k < geo.qs_bytes / 4; ++k) {
             uint32_t q;
             std::memcpy(&q, group + group_quant_offset(geo, b, k, i), 4);
-            ASSERT_EQ(q, 0u) << what << " group " << g << " row " << i << " block " << b;
+            ASSERT_EQ(q, 0u) << where();
           }
         };
-        for (int64_t g = 0; g < groups && nb % 2 == 1; ++g)
-          for (int i = 0; i < 16; ++i) zero(g, nb, i);
+        for (int64_t g = 0; g < groups; ++g)
+          for (int64_t b = nb; b % B != 0; ++b)
+            for (int i = 0; i < 16; ++i) zero(g, b, i);
         for (int64_t b = 0; b < nb; ++b)
           for (int i = static_cast<int>(rows - (groups - 1) * 16); i < 16; ++i) zero(groups - 1, b, i);
       }
@@ -79,7 +101,7 @@ TEST(GroupLayout, EveryLevelGivesTheScalarTwinsBits) {
   std::mt19937 rng(7);
   for (DType type : kTypes)
     for (bool extreme : {false, true})
-      for (int64_t cols : kCols)
+      for (int64_t cols : cols_of(type))
         for (int64_t rows : {5, 16, 40})
           for (int64_t tokens : {1, 3, 17}) {
             const auto native = extreme ? test::extreme_rows(type, rows, cols) : test::random_rows(type, rows, cols, rng);
@@ -96,7 +118,7 @@ TEST(GroupLayout, EveryLevelGivesTheScalarTwinsBits) {
 TEST(GroupLayout, ResultsDoNotDependOnTokenCountOrRowRange) {
   std::mt19937 rng(9);
   for (DType type : kTypes) {
-    const int64_t rows = 37, cols = 576, tokens = 19;
+    const int64_t rows = 37, cols = type == DType::Q6_K ? 768 : 576, tokens = 19;
     const test::LaidOut m = test::lay_out(type, rows, cols, test::random_rows(type, rows, cols, rng));
     const auto x = test::random_activations(tokens, cols, rng);
     const std::string t(dtype_name(type));

@@ -31,7 +31,7 @@ using test::extreme_rows;
 using test::random_activations;
 using test::random_rows;
 
-constexpr DType kTypes[] = {DType::Q4_K, DType::Q5_K, DType::Q6_K};
+constexpr DType kTypes[] = {DType::Q4_K, DType::Q5_K};  // Q6_K: group_layout_test.cpp
 // 1, 2, 3, 6 and 9 super-blocks (1536: SmolLM2's feed-forward width).
 constexpr int64_t kCols[] = {256, 512, 768, 1536, 2304};
 
@@ -43,8 +43,8 @@ std::vector<SimdLevel> levels() {
   return v;
 }
 
-// Sum over (value, token) of |terms| the kernels add in float: |w_i x_i| and,
-// for Q4_K/Q5_K, |dmin m| |x_i| twice (the min is added apart from d sc q).
+// Sum over (value, token) of |terms| the kernels add in float: |w_i x_i| and
+// |dmin m| |x_i| twice (the min is added apart from d sc q).
 // Bounds the difference that summation order alone can make.
 std::vector<double> term_sums(DType type, const std::vector<uint8_t>& native, int64_t rows, int64_t cols,
                               const std::vector<BlockQ8>& x, int64_t tokens) {
@@ -58,13 +58,10 @@ std::vector<double> term_sums(DType type, const std::vector<uint8_t>& native, in
       double sum = 0;
       for (int64_t i = 0; i < cols; ++i) {
         const BlockQ8& xb = x[t * (cols / 32) + i / 32];
-        double m = 0;
-        if (type != DType::Q6_K) {
-          const uint8_t* blk = row + i / 256 * traits(type).type_size;
-          uint8_t sc, mn;
-          unpack_k_scale_min(blk + 4, static_cast<int>(i % 256 / 32), &sc, &mn);
-          m = std::fabs(load_f16(blk + 2)) * mn;
-        }
+        const uint8_t* blk = row + i / 256 * traits(type).type_size;
+        uint8_t sc, mn;
+        unpack_k_scale_min(blk + 4, static_cast<int>(i % 256 / 32), &sc, &mn);
+        const double m = std::fabs(load_f16(blk + 2)) * mn;
         sum += (std::fabs(wd[i]) + 2 * m) * std::fabs(static_cast<double>(xb.d) * xb.q[i % 32]);
       }
       out[t * rows + r] = sum;
@@ -95,7 +92,8 @@ TEST(KquantLayout, RepackKeepsEveryValue) {
 
 TEST(KquantLayout, RowsOfPartialSuperBlocksAreRefused) {
   EXPECT_FALSE(kquant_supported(DType::Q4_0));
-  EXPECT_TRUE(kquant_supported(DType::Q6_K));
+  EXPECT_FALSE(kquant_supported(DType::Q6_K));  // the row-group layout's
+  EXPECT_TRUE(kquant_supported(DType::Q5_K));
   std::vector<uint8_t> native(1024);
   std::unique_ptr<uint8_t[]> storage;
   EXPECT_THROW(make_weight_matrix(DType::Q4_K, 1, 576, native.data(), storage), Error);

@@ -47,14 +47,14 @@ inline std::vector<uint8_t> random_rows(DType type, int64_t rows, int64_t cols, 
 }
 
 // rows x cols values at the largest magnitudes a format holds: every quant at
-// the top of its unsigned range (Q4 15, Q5 31, Q8_0 127: 255 once the
-// row-group layout flips its sign bit, Q6_K q - 32 = -32),
+// the top of its unsigned range (Q4 15, Q5 31, Q6_K 63, Q8_0 127: 255 once
+// the row-group layout flips its sign bit),
 // the largest K sub-block scales and mins (63; Q6_K -128), so that the
 // kernels' integer sums reach their bounds.
 inline std::vector<uint8_t> extreme_rows(DType type, int64_t rows, int64_t cols) {
   const auto& tr = traits(type);
   std::vector<uint8_t> out(static_cast<size_t>(rows * cols / tr.block_size * tr.type_size),
-                           type == DType::Q8_0 ? 0x7F : type == DType::Q6_K ? 0x00 : 0xFF);
+                           type == DType::Q8_0 ? 0x7F : 0xFF);
   const F16Fields f = f16_fields_of(type);
   for (size_t blk = 0; blk < out.size() / tr.type_size; ++blk) {
     uint8_t* b = &out[blk * tr.type_size];
