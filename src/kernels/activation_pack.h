@@ -12,6 +12,9 @@
 // take a format's offset off their integer sums with it, exactly); halves:
 // (n, 2 nb8), the sums of values 0..15 and 16..31 of each block (Q6_K's
 // scales cover 16 values).
+// runs: whether q holds the runs; only the split and K-quant kernels read
+// them (the row-group and scalar kernels read `blocks`), so a caller whose
+// matrices are all in other layouts skips them.
 // Capacity is reserved once (reserve()); build() then never allocates. q, d
 // and s start on a cache line, and each token's q is a whole number of lines
 // (nb * 32 bytes, nb even), so the 64-byte loads of the kernels never split.
@@ -26,6 +29,7 @@ namespace tally {
 struct ActivationPack {
   int64_t n = 0, nb = 0, nb8 = 0;
   int64_t token_blocks = 0;  // blocks of a token in `blocks` (nb less any padding block)
+  bool runs = true;
   const BlockQ8* blocks = nullptr;  // (n, cols / 32): the plain blocks
   CacheAlignedVector<int8_t> q;
   CacheAlignedVector<float> d, s;
@@ -37,7 +41,7 @@ struct ActivationPack {
   // build() in two steps, so that threads can pack disjoint token ranges:
   // prepare() sizes the pack for x (zero scales), pack_tokens() fills tokens
   // [t0, t1) from their blocks, which must be final by then.
-  void prepare(const BlockQ8* x, int64_t n_tokens, int64_t blocks_per_token);
+  void prepare(const BlockQ8* x, int64_t n_tokens, int64_t blocks_per_token, bool with_runs = true);
   void pack_tokens(int64_t t0, int64_t t1);
   // A pack of its own (allocating): for callers outside the forward pass.
   static ActivationPack of(const BlockQ8* x, int64_t n_tokens, int64_t blocks_per_token);

@@ -30,6 +30,8 @@ void matmul_many(std::span<const MatmulOut> outs, const ActivationPack& x, Threa
   int64_t total = 0;
   for (const MatmulOut& o : outs) {
     if (!k.gemm_for(o.w->type)) fail("no matrix kernel for tensor type {}", dtype_name(o.w->type));
+    if (!x.runs && (o.w->layout == RowLayout::Split || o.w->layout == RowLayout::Kquant))
+      fail("a {} matrix in the split or K-quant layout needs the activations' runs", dtype_name(o.w->type));
     total += o.w->rows;
   }
   // The rows of all matrices back to back; a thread's range may span several.
