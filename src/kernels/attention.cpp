@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/error.h"
 #include "kernels/attention_chunk.h"
 #include "kernels/attention_ops_scalar.h"
 #include "kernels/kernel_table.h"
@@ -41,9 +42,17 @@ void attend_group(const float* q, int64_t n_q, const KvLayerView& kv, int64_t kv
   kernels().attend_group(q, n_q, kv, kv_head, n_keys, scale, scratch, out, n_visible, first_visible);
 }
 
+void attend_tokens(const float* q, int64_t q_stride, int64_t n_tokens, int64_t n_q, const KvLayerView& kv,
+                   int64_t kv_head, int64_t n_keys, float scale, float* scratch, float* out, int64_t out_stride) {
+  if (n_tokens < 1 || n_tokens > kAttentionTokens)
+    fail("attend_tokens takes 1 to {} queries, got {}", kAttentionTokens, n_tokens);
+  kernels().attend_tokens(q, q_stride, n_tokens, n_q, kv, kv_head, n_keys, scale, scratch, out, out_stride);
+}
+
 void install_scalar_attention(KernelTable& t) {
   t.attend_chunk = attend_chunk_impl<ScalarOps>;
   t.attend_group = attend_group_impl<ScalarOps>;
+  t.attend_tokens = attend_tokens_impl<ScalarOps>;
 }
 
 }  // namespace tally

@@ -49,6 +49,18 @@ bool attend_chunk(const float* q, int64_t n_q, const KvLayerView& kv, int64_t kv
 // out (n_q heads of head_dim) from the partials of chunks [0, n_chunks), back to back.
 void attention_merge(const float* partials, int64_t n_chunks, int64_t n_q, int64_t head_dim, float* out);
 
+// Queries of a causal prompt taken kAttentionTokens at a time (attend_tokens):
+// the keys and values of a chunk are read, converted and multiplied once for
+// all of them.
+inline constexpr int64_t kAttentionTokens = 4;
+// What attend_tokens() needs as scratch for up to kAttentionTokens queries of
+// n_q heads whose last sees n_keys keys.
+inline int64_t attention_tokens_scratch_floats(int64_t n_q, int64_t head_dim, int64_t n_keys) {
+  const int64_t rows = kAttentionTokens * n_q;
+  return attention_score_floats(rows) + 2 * rows * head_dim +
+         kAttentionTokens * attention_chunks(n_keys) * attention_partial_floats(n_q, head_dim);
+}
+
 // All chunks of one group, then the merge: out = softmax(q . K[first_visible..n_visible) * scale) V,
 // scoring keys [first_visible, n_keys). n_visible < 0 means n_keys. A window
 // (first_visible > 0) skips the chunks wholly below it. scratch:
@@ -57,4 +69,14 @@ void attention_merge(const float* partials, int64_t n_chunks, int64_t n_q, int64
 // (kernel_table.h); kernels_at(SimdLevel::Scalar) has the reference.
 void attend_group(const float* q, int64_t n_q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys, float scale,
                   float* scratch, float* out, int64_t n_visible = -1, int64_t first_visible = 0);
+
+// attend_group for n_tokens (1..kAttentionTokens) queries at consecutive
+// positions of one causal sequence: query i (n_q heads at q + i * q_stride)
+// sees keys [0, n_keys + i) and its result goes to out + i * out_stride. Each
+// query's result is attend_group's, bit for bit: its scores and its sums run
+// the same steps, and the keys past its last weigh exactly 0 in the value
+// sums (the cache holds finite values). scratch:
+// attention_tokens_scratch_floats(n_q, head_dim, n_keys + n_tokens - 1) floats.
+void attend_tokens(const float* q, int64_t q_stride, int64_t n_tokens, int64_t n_q, const KvLayerView& kv,
+                   int64_t kv_head, int64_t n_keys, float scale, float* scratch, float* out, int64_t out_stride);
 }  // namespace tally

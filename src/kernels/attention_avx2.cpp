@@ -11,6 +11,7 @@ namespace tally {
 void install_attention_avx2(KernelTable& t) {
   t.attend_chunk = attend_chunk_impl<Avx2Ops>;
   t.attend_group = attend_group_impl<Avx2Ops>;
+  t.attend_tokens = attend_tokens_impl<Avx2Ops>;
 }
 #else
 void install_attention_avx2(KernelTable&) {}

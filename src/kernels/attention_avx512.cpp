@@ -410,6 +410,7 @@ struct Avx512Ops {
 void install_attention_avx512(KernelTable& t) {
   t.attend_chunk = attend_chunk_impl<Avx512Ops>;
   t.attend_group = attend_group_impl<Avx512Ops>;
+  t.attend_tokens = attend_tokens_impl<Avx512Ops>;
 }
 #else
 void install_attention_avx512(KernelTable&) {}

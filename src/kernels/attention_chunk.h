@@ -98,5 +98,64 @@ void attend_group_impl(const float* q, int64_t n_q, const KvLayerView& kv, int64
   attention_merge(partials, used, n_q, kv.head_dim, out);
 }
 
+// attend_group for up to kAttentionTokens causal queries at once
+// (attention.h): per chunk, one pass of dots_block and one of weighted_sum for
+// all their heads as rows (row i * n_q + h: query i's head h), a softmax per
+// row over that query's keys, zero weights for the keys past them.
+template <typename Ops>
+void attend_tokens_impl(const float* q, int64_t q_stride, int64_t n_tokens, int64_t n_q, const KvLayerView& kv,
+                        int64_t g, int64_t n_keys, float scale, float* scratch, float* out, int64_t out_stride) {
+  constexpr int64_t C = kAttentionChunk;
+  const int64_t hd = kv.head_dim, rows = n_tokens * n_q, last = n_keys + n_tokens - 1;
+  const int64_t n_chunks = attention_chunks(last), part = attention_partial_floats(n_q, hd);
+  float* scores = scratch;                              // (rows, C)
+  float* qs = scores + attention_score_floats(rows);    // (rows, hd): the queries back to back
+  float* o = qs + rows * hd;                            // (rows, hd): one chunk's value sums
+  float* partials = o + rows * hd;                      // (n_tokens, n_chunks, part)
+  for (int64_t i = 0; i < n_tokens; ++i) std::copy_n(q + i * q_stride, n_q * hd, qs + i * n_q * hd);
+  const bool quantized = kv_block_type(kv.type);
+  QueryBlock qb_stack[kQueryBlocksOnStack];
+  std::vector<QueryBlock> qb_heap;
+  QueryBlock* qb = qb_stack;
+  if (quantized) {  // the same bits as attend_chunk's per-chunk quantization
+    if (rows * hd / 32 > kQueryBlocksOnStack) {
+      qb_heap.resize(static_cast<size_t>(rows * hd / 32));
+      qb = qb_heap.data();
+    }
+    quantize_query(qs, rows * hd, qb);
+  }
+  int64_t used[kAttentionTokens] = {};
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    const int64_t b = c * C, e = std::min(b + C, last);
+    for (KvRuns r(kv, kv.k_layer, g, b, e); r.next();) {
+      prefetch_positions<true>(kv, kv.k_layer, g, std::min(r.pos + kPrefetchAhead, last),
+                               std::min(r.pos + r.count + kPrefetchAhead, last));
+      prefetch_positions<false>(kv, kv.v_layer, g, r.pos, r.pos + r.count);
+      if (quantized)
+        Ops::dots_block_q(qb, rows, r.ptr, r.count, r.step, hd, kv.type, scale, scores + (r.pos - b), C);
+      else
+        Ops::dots_block(qs, rows, r.ptr, r.count, r.step, hd, kv.type, scale, scores + (r.pos - b), C);
+    }
+    for (int64_t i = 0; i < n_tokens; ++i) {
+      const int64_t seen = std::clamp<int64_t>(n_keys + i - b, 0, e - b);  // query i's keys in this chunk
+      float* p = partials + (i * n_chunks + used[i]) * part;
+      for (int64_t h = 0; h < n_q; ++h) {
+        float* w = scores + (i * n_q + h) * C;
+        if (seen > 0) p[n_q + h] = Ops::exp_sum(w, seen, p + h);
+        std::fill(w + seen, w + (e - b), 0.0f);
+      }
+    }
+    prefetch_positions<false>(kv, kv.k_layer, g, std::min(e + kPrefetchAhead, last), std::min(e + C, last));
+    Ops::weighted_sum(o, rows, scores, C, kv, g, b, e);
+    for (int64_t i = 0; i < n_tokens; ++i)
+      if (n_keys + i > b) {
+        std::copy_n(o + i * n_q * hd, n_q * hd, partials + (i * n_chunks + used[i]) * part + 2 * n_q);
+        ++used[i];
+      }
+  }
+  for (int64_t i = 0; i < n_tokens; ++i)
+    attention_merge(partials + i * n_chunks * part, used[i], n_q, hd, out + i * out_stride);
+}
+
 }  // namespace
 }  // namespace tally

@@ -25,12 +25,15 @@ namespace tally {
 
 // y (x.n, w.rows) for rows [r0, r1) of w, from the packed activations.
 using GemmFn = void (*)(const WeightMatrix& w, const ActivationPack& x, float* y, int64_t r0, int64_t r1);
-// What attention.h's attend_chunk / attend_group compute, for one level.
+// What attention.h's attend_chunk / attend_group / attend_tokens compute, for one level.
 using AttendChunkFn = bool (*)(const float* q, int64_t n_q, const KvLayerView& kv, int64_t kv_head, int64_t chunk,
                                int64_t n_keys, int64_t n_visible, float scale, float* scores, float* partial,
                                int64_t first_visible);
 using AttendGroupFn = void (*)(const float* q, int64_t n_q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys,
                                float scale, float* scratch, float* out, int64_t n_visible, int64_t first_visible);
+using AttendTokensFn = void (*)(const float* q, int64_t q_stride, int64_t n_tokens, int64_t n_q, const KvLayerView& kv,
+                                int64_t kv_head, int64_t n_keys, float scale, float* scratch, float* out,
+                                int64_t out_stride);
 
 inline constexpr uint32_t kDTypeSlots = 40;  // GGUF type ids are below this
 
@@ -43,6 +46,7 @@ struct KernelTable {
   void (*to_f16)(const float* x, uint16_t* out, int64_t n) = nullptr;
   AttendChunkFn attend_chunk = nullptr;
   AttendGroupFn attend_group = nullptr;
+  AttendTokensFn attend_tokens = nullptr;
 
   GemmFn gemm_for(DType t) const { return static_cast<uint32_t>(t) < kDTypeSlots ? gemm[static_cast<uint32_t>(t)] : nullptr; }
   void set_gemm(DType t, GemmFn f) { gemm[static_cast<uint32_t>(t)] = f; }

@@ -47,7 +47,9 @@ Forward::Forward(const Model& model, ThreadPool& pool, int64_t max_tokens, int64
     rope_sin_swa_.resize(n * c.rope_dims / 2);
   }
   max_chunks_ = attention_chunks(max_context);
-  attn_scratch_stride_ = attention_scratch_floats(c.group_size(), c.head_dim, max_context);
+  attn_scratch_stride_ = std::max(attention_scratch_floats(c.group_size(), c.head_dim, max_context),
+                                  attention_tokens_scratch_floats(c.group_size(), c.head_dim, max_context));
+  attn_tiles_.reserve(n);
   attn_scratch_.resize(static_cast<size_t>(pool.size() * attn_scratch_stride_));
   if (pool.size() > 1)
     attn_parts_.resize(static_cast<size_t>(kSplitTokens * c.n_kv_head * max_chunks_ *
@@ -112,15 +114,30 @@ uint64_t Forward::attention(int64_t n, int64_t layer) {
         attention_merge(attn_parts_.data() + (t * n_kv + g) * max_chunks_ * part,
                         attention_chunks(visible(t)) - first_chunk(t), group, hd, attn_.data() + q_off(t, g));
   } else {
-    // One task per (token, kv group), tokens taken from both ends in turn: a
+    // Causal queries without a window go kAttentionTokens consecutive tokens
+    // of an entry at a time (one pass over their keys); the others alone.
+    attn_tiles_.clear();
+    for (int64_t t = 0, len = 1; t < n; t += len) {
+      len = 1;
+      if (mode == AttentionMode::Causal && !windowed)
+        while (len < kAttentionTokens && t + len < n && tok_entry_[t + len] == tok_entry_[t]) ++len;
+      attn_tiles_.emplace_back(t, len);
+    }
+    // One task per (tile, kv group), tiles taken from both ends in turn: a
     // causal prompt's early queries see fewer keys, and each thread's range
     // of tasks then holds as many cheap ones as dear ones.
-    pool_.parallel_for(n * n_kv, [&](int64_t b, int64_t e, int worker) {
+    const auto n_tiles = static_cast<int64_t>(attn_tiles_.size());
+    pool_.parallel_for(n_tiles * n_kv, [&](int64_t b, int64_t e, int worker) {
       float* scratch = attn_scratch_.data() + static_cast<size_t>(worker) * attn_scratch_stride_;
       for (int64_t i = b; i < e; ++i) {
-        const int64_t u = i / n_kv, g = i % n_kv, t = u % 2 == 0 ? u / 2 : n - 1 - u / 2;
-        attend_group(q_.data() + q_off(t, g), group, view(t), g, keys(t), scale, scratch, attn_.data() + q_off(t, g),
-                     visible(t), first_key(t));
+        const int64_t u = i / n_kv, g = i % n_kv;
+        const auto [t, len] = attn_tiles_[static_cast<size_t>(u % 2 == 0 ? u / 2 : n_tiles - 1 - u / 2)];
+        if (len > 1)
+          attend_tokens(q_.data() + q_off(t, g), c.q_dim(), len, group, view(t), g, keys(t), scale, scratch,
+                        attn_.data() + q_off(t, g), c.q_dim());
+        else
+          attend_group(q_.data() + q_off(t, g), group, view(t), g, keys(t), scale, scratch,
+                       attn_.data() + q_off(t, g), visible(t), first_key(t));
       }
     });
   }

@@ -115,6 +115,7 @@ class Forward {
   static constexpr int64_t kSplitTokens = 4;
   int64_t max_chunks_ = 0, attn_scratch_stride_ = 0;
   std::vector<float> attn_scratch_;
+  std::vector<std::pair<int64_t, int64_t>> attn_tiles_;  // (first token, count): the queries attended together
   std::vector<float> attn_parts_;  // (kSplitTokens, n_kv_head, max_chunks, partial)
   std::vector<float> gather_;      // (logit_rows, n_embd): the rows whose logits are asked for
   std::vector<float> logits_;      // (logit_rows, n_vocab)

@@ -228,6 +228,36 @@ void check_window(DType type, int64_t head_dim, SimdLevel level) {
   }
 }
 
+// Queries at consecutive positions taken together (attend_tokens) give each
+// query's attend_group result bit for bit, at `level`: 1 to kAttentionTokens
+// queries, whose keys end inside a chunk, on its boundary and across it, heads
+// whose rows make one kernel group or several, strided queries and outputs.
+void check_tokens(DType type, int64_t head_dim, SimdLevel level) {
+  std::mt19937 rng(static_cast<unsigned>(head_dim) * 17 + static_cast<unsigned>(type));
+  Filled f(head_dim, type, rng);
+  const KvLayerView kv = f.cache.view(0, f.seq);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  std::uniform_real_distribution<float> u(-2, 2);
+  test::SimdLevelScope at(level);
+  std::vector<float> scratch(attention_tokens_scratch_floats(5, head_dim, kPositions));
+  for (int64_t n_q : {1, 3, 5})
+    for (int64_t n_tokens = 1; n_tokens <= kAttentionTokens; ++n_tokens)
+      for (int64_t n_keys : {int64_t{1}, int64_t{14}, kAttentionChunk - 2, kAttentionChunk, 2 * kAttentionChunk - 1,
+                             kPositions - kAttentionTokens}) {
+        const int64_t q_stride = n_q * head_dim + 5, out_stride = n_q * head_dim + 3, h = n_keys % kHeads;
+        std::vector<float> q(n_tokens * q_stride), out(n_tokens * out_stride), want(n_q * head_dim);
+        for (auto& e : q) e = u(rng);
+        attend_tokens(q.data(), q_stride, n_tokens, n_q, kv, h, n_keys, scale, scratch.data(), out.data(), out_stride);
+        for (int64_t i = 0; i < n_tokens; ++i) {
+          std::vector<float> group_scratch(attention_scratch_floats(n_q, head_dim, n_keys + i));
+          attend_group(q.data() + i * q_stride, n_q, kv, h, n_keys + i, scale, group_scratch.data(), want.data());
+          ASSERT_EQ(0, std::memcmp(want.data(), out.data() + i * out_stride, want.size() * sizeof(float)))
+              << dtype_name(type) << " head_dim=" << head_dim << " " << simd_level_name(level) << " n_q=" << n_q
+              << " n_tokens=" << n_tokens << " n_keys=" << n_keys << ": query " << i << " differs from attend_group";
+        }
+      }
+}
+
 struct AttentionCase {
   DType type;
   int64_t head_dim;
@@ -268,6 +298,11 @@ TEST_P(AttentionTest, Avx512WindowMatchesScalar) {
 TEST_P(AttentionTest, Avx512GroupsMatchScalar) {
   if (!simd_supported(SimdLevel::Avx512Vnni)) GTEST_SKIP() << "CPU has no AVX-512";
   check_group(GetParam().type, GetParam().head_dim, SimdLevel::Avx512Vnni);
+}
+
+TEST_P(AttentionTest, TokensTogetherEqualEachAloneAtEveryLevel) {
+  for (SimdLevel level : {SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512Vnni})
+    if (simd_supported(level)) check_tokens(GetParam().type, GetParam().head_dim, level);
 }
 
 // 64 and 128 are the model head sizes; 48 fills 16-float vectors with an odd
