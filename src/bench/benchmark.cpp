@@ -8,8 +8,6 @@
 
 #include "core/error.h"
 #include "kernels/group_layout.h"
-#include "kernels/kquant_layout.h"
-#include "kernels/split_layout.h"
 #include "kv/kv_shape.h"
 #include "runtime/session.h"
 
@@ -45,7 +43,7 @@ std::vector<int32_t> filler(int64_t n, int64_t vocab) {
 
 uint64_t matmul_macs_per_token(const Model& m) { return prefill_matmul_macs(m, 1, false); }
 
-bool runs_as_int8(DType t) { return group_supported(t) || split_supported(t) || kquant_supported(t); }
+bool runs_as_int8(DType t) { return group_supported(t); }
 
 uint64_t prefill_matmul_macs(const Model& m, int64_t n_tokens, bool int8_only) {
   auto macs = [&](const WeightMatrix& w) -> uint64_t {

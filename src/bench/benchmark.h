@@ -59,8 +59,8 @@ int32_t filler_token(uint64_t k, int64_t n_vocab);
 // Multiply-adds of one token through every matrix (weights' rows x cols summed).
 uint64_t matmul_macs_per_token(const Model& m);
 // Whether the kernels compute products with weights of type t as 8-bit
-// integer dot products against the 8-bit activations: the types of the row-group, split
-// and K-quant layouts (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K).
+// integer dot products against the 8-bit activations: the types of the
+// row-group layout (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K).
 bool runs_as_int8(DType t);
 // Multiply-adds of a prefill of n tokens through the matrices: every layer
 // matrix for each token, the output matrix for the last token only.

@@ -1,4 +1,4 @@
-// AVX2 instances of the split and K-quant layout kernels (this file is compiled with
+// AVX2 instances of the row-group kernels (this file is compiled with
 // -mavx2 -mfma -mf16c and only called after the CPU check).
 #include "kernels/kernel_table.h"
 
@@ -10,7 +10,6 @@ namespace tally {
 
 #if defined(__x86_64__) || defined(__i386__)
 void install_gemm_avx2(KernelTable& t) {
-  install_split_kernels<Lanes256<DotAvx2>>(t);
   install_group_kernels<Rows256<DotAvx2>, 4>(t);
 }
 #else

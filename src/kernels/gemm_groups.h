@@ -3,12 +3,11 @@
 // over the weight type and the lane width: one lane per weight row, one
 // broadcast activation dword per integer dot. Included only by the
 // translation units compiled for the instruction set they use (gemm_avx2.cpp,
-// gemm_vnni.cpp, gemm_avx512.cpp), like gemm_tiles.h, whose dot instructions
-// (DotAvx2, DotVnni) they share. A tile is a group's rows (8 of them at 256
+// gemm_vnni.cpp, gemm_avx512.cpp), with the dot instructions of gemm_dots.h. A tile is a group's rows (8 of them at 256
 // bits) x T tokens: each weight load is unpacked once for T tokens. Every
 // lane runs the sequence of group_layout.h, so results are bit-identical
 // across levels, tile shapes and row ranges.
-#include "kernels/gemm_tiles.h"
+#include "kernels/gemm_dots.h"
 #include "kernels/group_layout.h"
 
 namespace tally {
@@ -125,6 +124,14 @@ struct Rows256 {
     const __m256i exact = _mm256_sub_epi32(isum, _mm256_set1_epi32(off));
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(exact), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), acc);
   }
+  // acc = fma(mw, sx, acc): a block's min term
+  static void min_step(F& acc, F mw, float sx) { acc = _mm256_fmadd_ps(mw, _mm256_set1_ps(sx), acc); }
+  static F neg(F a) { return _mm256_xor_ps(a, _mm256_set1_ps(-0.0f)); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  // 8 unsigned bytes as floats (the K-quants' sub-block scales and mins)
+  static F bytes(const uint8_t* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
   static void store(float* y, F acc) { _mm256_storeu_ps(y, acc); }
 };
 
@@ -212,6 +219,12 @@ struct Rows512 {
     const __m512i exact = _mm512_sub_epi32(isum, _mm512_set1_epi32(off));
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(exact), _mm512_mul_ps(dw, _mm512_set1_ps(dx)), acc);
   }
+  static void min_step(F& acc, F mw, float sx) { acc = _mm512_fmadd_ps(mw, _mm512_set1_ps(sx), acc); }
+  static F neg(F a) { return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_set1_epi32(INT32_MIN))); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F bytes(const uint8_t* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(p))));
+  }
   static void store(float* y, F acc) { _mm512_storeu_ps(y, acc); }
 };
 #endif
@@ -246,19 +259,33 @@ __attribute__((always_inline)) inline void group_tile(const WeightMatrix& w, con
     for (int j = 0; j < T; ++j) xb[j] = xb0[j] + b;
     typename L::I isum[T];
     const uint8_t* q = group + group_quant_offset(kGeo, b, 0, lane0);
-    if constexpr (kType == DType::Q4_0) L::template q4<T>(q, xb, isum);
-    else if constexpr (kType == DType::Q5_0) L::template q5<T>(q, group + group_high_offset(kGeo, b, lane0), xb, isum);
-    else if constexpr (kType == DType::Q8_0) L::template q8<T>(q, xb, isum);
-    else {
+    if constexpr (kType == DType::Q4_0 || kType == DType::Q4_1 || kType == DType::Q4_K) {
+      L::template q4<T>(q, xb, isum);
+    } else if constexpr (kType == DType::Q5_0 || kType == DType::Q5_1 || kType == DType::Q5_K) {
+      L::template q5<T>(q, group + group_high_offset(kGeo, b, lane0), xb, isum);
+    } else if constexpr (kType == DType::Q8_0) {
+      L::template q8<T>(q, xb, isum);
+    } else {
       const int32_t* hv[T];
       for (int j = 0; j < T; ++j) hv[j] = halves[j] + 2 * b;
       L::template q6<T>(q, group + group_high_offset(kGeo, b, lane0), group + group_scale_offset(kGeo, b, lane0), xb, hv,
                         isum);
     }
-    const typename L::F dw = L::scales(group + (kGeo.sub_scales ? group_d_offset(kGeo, b, lane0)
-                                                                 : group_scale_offset(kGeo, b, lane0)));
-    constexpr int kOffset = (kType == DType::Q8_0 && L::kSignedQ8) || kGeo.sub_scales ? 0 : kGeo.offset;
+    // d_w and m_w (group_layout.h)
+    typename L::F dw = L::zero(), mw = L::zero();
+    if constexpr (kType == DType::Q6_K) {
+      dw = L::scales(group + group_d_offset(kGeo, b, lane0));
+    } else if constexpr (kGeo.kquant()) {
+      dw = L::mul(L::scales(group + group_d_offset(kGeo, b, lane0)), L::bytes(group + group_scale_offset(kGeo, b, lane0)));
+      mw = L::mul(L::scales(group + group_dmin_offset(kGeo, b, lane0)), L::bytes(group + group_min_offset(kGeo, b, lane0)));
+    } else {
+      dw = L::scales(group + group_scale_offset(kGeo, b, lane0));
+      if constexpr (kGeo.mins) mw = L::scales(group + group_min_offset(kGeo, b, lane0));
+    }
+    constexpr int kOffset = (kType == DType::Q8_0 && L::kSignedQ8) || kType == DType::Q6_K ? 0 : kGeo.offset;
     for (int j = 0; j < T; ++j) L::step(acc[j], isum[j], kOffset * sums[j][b], dw, xb[j]->d);
+    if constexpr (kGeo.mins)
+      for (int j = 0; j < T; ++j) L::min_step(acc[j], kGeo.kquant() ? L::neg(mw) : mw, xb[j]->s);
   }
   const int64_t row0 = g * kGroupRows + lane0;
   const bool whole = row0 >= r0 && row0 + L::kRows <= r1;
@@ -302,8 +329,12 @@ void gemm_group(const WeightMatrix& w, const ActivationPack& x, float* y, int64_
 template <class L, int T>
 void install_group_kernels(KernelTable& t) {
   t.set_gemm(DType::Q4_0, gemm_group<DType::Q4_0, L, T>);
+  t.set_gemm(DType::Q4_1, gemm_group<DType::Q4_1, L, T>);
   t.set_gemm(DType::Q5_0, gemm_group<DType::Q5_0, L, T>);
+  t.set_gemm(DType::Q5_1, gemm_group<DType::Q5_1, L, T>);
   t.set_gemm(DType::Q8_0, gemm_group<DType::Q8_0, L, T>);
+  t.set_gemm(DType::Q4_K, gemm_group<DType::Q4_K, L, T>);
+  t.set_gemm(DType::Q5_K, gemm_group<DType::Q5_K, L, T>);
   t.set_gemm(DType::Q6_K, gemm_group<DType::Q6_K, L, T>);
 }
 

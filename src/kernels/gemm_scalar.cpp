@@ -3,7 +3,7 @@
 // converting the weights 256 values at a time (never expanded whole) and
 // multiplying by d * q of the 8-bit activations. These are the only products
 // of these formats at every level (kernel_table.h). The quantized formats
-// live in split_layout.h and kquant_layout.h.
+// live in group_layout.h.
 #include <algorithm>
 
 #include "kernels/dequantize.h"

@@ -7,7 +7,6 @@
 #include "core/half.h"
 #include "kernels/dequantize.h"
 #include "kernels/kernel_table.h"
-#include "kernels/split_layout.h"
 
 namespace tally {
 namespace {
@@ -17,8 +16,9 @@ GroupGeometry geometry(DType type) {
   return group_geometry(type);
 }
 
-// Where a native block's quants and qh word start (after d; Q5_0: qh first).
-int native_qs(const GroupGeometry& g) { return 2 + g.qh_bytes; }
+// Where a native 32-value block's qh word and quants start: after d (and m), qh first.
+int native_qh(const GroupGeometry& g) { return g.mins ? 4 : 2; }
+int native_qs(const GroupGeometry& g) { return native_qh(g) + g.qh_bytes; }
 
 // The stored dword k of a native block's quants, and back.
 uint32_t stored_dword(DType type, const uint8_t* qs, int k) {
@@ -35,46 +35,80 @@ const uint8_t* group_of(const WeightMatrix& w, GroupGeometry g, int64_t r) {
   return w.data + static_cast<uint64_t>(r / kGroupRows) * group_bytes(g, w.cols);
 }
 
-// Q6_K: ql[128], qh[64], int8 scales[16], d (f16) per super-block of 256
-// values; value v's 6-bit q (0..63) and scale sc[v / 16]. Two halves of 128:
-// q of value 128h + 32c + l from ql's nibbles (c odd: bytes 32..63 of the
-// half; c >= 2: high nibbles) and qh's bits 2c, 2c+1 of byte 32h + l.
-constexpr int kQ6Block = 210;
-void q6k_values(const uint8_t* blk, uint8_t* u) {
-  for (int h = 0; h < 2; ++h)
-    for (int c = 0; c < 4; ++c)
-      for (int l = 0; l < 32; ++l) {
-        const int lo = blk[64 * h + 32 * (c % 2) + l] >> (c >= 2 ? 4 : 0) & 15;
-        const int top = blk[128 + 32 * h + l] >> 2 * c & 3;
-        u[128 * h + 32 * c + l] = static_cast<uint8_t>(lo | top << 4);
-      }
+// A K-quant super-block of the file as integers: the 256 unsigned values
+// (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63) and the per-sub-block scales.
+struct SuperBlock {
+  uint8_t u[256];
+  uint8_t sc[16];    // Q4_K/Q5_K: scale of sub-block l at l, min at 8 + l; Q6_K: int8 scale of values 16i.. at i
+  uint8_t d[2], dmin[2];
+};
+
+// Q4_K/Q5_K: d, dmin, 12 bytes of packed 6-bit scales and mins, (Q5_K: qh[32],)
+// qs[128]: in chunk c of 64 values, sub-block 2c takes the low nibbles of
+// qs[32c..32c+31] and bit 2c of qh[l], sub-block 2c+1 the high nibbles and bit
+// 2c+1. Q6_K: ql[128], qh[64], int8 scales[16], d; in half h of 128 values,
+// value 32c + l takes ql[64h + 32(c % 2) + l]'s low (c < 2) or high nibble
+// and bits 2c, 2c+1 of qh[32h + l].
+void unpack_super_block(DType type, const uint8_t* blk, SuperBlock& sb) {
+  if (type == DType::Q6_K) {
+    for (int h = 0; h < 2; ++h)
+      for (int c = 0; c < 4; ++c)
+        for (int l = 0; l < 32; ++l) {
+          const int lo = blk[64 * h + 32 * (c % 2) + l] >> (c >= 2 ? 4 : 0) & 15;
+          const int top = blk[128 + 32 * h + l] >> 2 * c & 3;
+          sb.u[128 * h + 32 * c + l] = static_cast<uint8_t>(lo | top << 4);
+        }
+    std::memcpy(sb.sc, blk + 192, 16);
+    std::memcpy(sb.d, blk + 208, 2);
+    return;
+  }
+  const bool q5 = type == DType::Q5_K;
+  const uint8_t* qh = blk + 16;
+  const uint8_t* qs = blk + (q5 ? 48 : 16);
+  for (int c = 0; c < 4; ++c)
+    for (int l = 0; l < 32; ++l) {
+      const int b5lo = q5 ? (qh[l] >> 2 * c & 1) << 4 : 0, b5hi = q5 ? (qh[l] >> (2 * c + 1) & 1) << 4 : 0;
+      sb.u[64 * c + l] = static_cast<uint8_t>((qs[32 * c + l] & 15) | b5lo);
+      sb.u[64 * c + 32 + l] = static_cast<uint8_t>((qs[32 * c + l] >> 4) | b5hi);
+    }
+  for (int l = 0; l < 8; ++l) unpack_k_scale_min(blk + 4, l, &sb.sc[l], &sb.sc[8 + l]);
+  std::memcpy(sb.d, blk, 2);
+  std::memcpy(sb.dmin, blk + 2, 2);
 }
 
-// Q6_K block b of a group, row i: the value v's stored 6 bits.
-int q6k_value(GroupGeometry g, const uint8_t* group, int64_t b, int i, int v) {
+// Value v (0..31) of a K-quant block b of a group, row i: its stored bits.
+int kquant_value(DType type, GroupGeometry g, const uint8_t* group, int64_t b, int i, int v) {
   const int k = v % 16 / 4, j = v % 4, half = v / 16;
   const int lo = group[group_quant_offset(g, b, k, i) + j] >> 4 * half & 15;
+  if (type == DType::Q4_K) return lo;
+  if (type == DType::Q5_K) return lo | (group[group_high_offset(g, b, i) + j] >> (2 * k + half) & 1) << 4;
   const int top = group[group_high_offset(g, b, i) + 64 * (k / 2) + j] >> (4 * (k % 2) + 2 * half) & 3;
   return lo | top << 4;
 }
 
-void repack_q6k_row(GroupGeometry g, const uint8_t* src, uint8_t* group, int i, int64_t cols) {
-  uint8_t u[256];
+void repack_kquant_row(DType type, GroupGeometry g, const uint8_t* src, uint8_t* group, int i, int64_t cols) {
+  SuperBlock sb;
   for (int64_t s = 0; s < cols / 256; ++s) {
-    const uint8_t* blk = src + s * kQ6Block;
-    q6k_values(blk, u);
-    std::memcpy(group + group_d_offset(g, 8 * s, i), blk + 208, 2);
+    const uint8_t* blk = src + s * traits(type).type_size;
+    unpack_super_block(type, blk, sb);
+    std::memcpy(group + group_d_offset(g, 8 * s, i), sb.d, 2);
+    if (g.mins) std::memcpy(group + group_dmin_offset(g, 8 * s, i), sb.dmin, 2);
     for (int l = 0; l < 8; ++l) {
       const int64_t b = 8 * s + l;
-      const uint8_t* q = u + 32 * l;
-      group[group_scale_offset(g, b, i)] = blk[192 + 2 * l];
-      group[group_scale_offset(g, b, i) + 16] = blk[192 + 2 * l + 1];
+      const uint8_t* q = sb.u + 32 * l;
+      // Q6_K: the scales of the block's halves; Q4_K/Q5_K: the sub-block's scale and min
+      group[group_scale_offset(g, b, i)] = sb.sc[type == DType::Q6_K ? 2 * l : l];
+      group[group_min_offset(g, b, i)] = sb.sc[type == DType::Q6_K ? 2 * l + 1 : 8 + l];
+      uint32_t qh = 0;
+      for (int v = 0; v < 32; ++v) qh |= static_cast<uint32_t>(q[v] >> 4 & 1) << v;
+      if (type == DType::Q5_K) group_high_bits_put(group + group_high_offset(g, b, i), qh);
       for (int k = 0; k < 4; ++k)
         for (int j = 0; j < 4; ++j) {
           const int lo = q[4 * k + j], hi = q[16 + 4 * k + j];
           group[group_quant_offset(g, b, k, i) + j] = static_cast<uint8_t>((lo & 15) | (hi & 15) << 4);
-          group[group_high_offset(g, b, i) + 64 * (k / 2) + j] |=
-              static_cast<uint8_t>(((lo >> 4) | (hi >> 4) << 2) << 4 * (k % 2));
+          if (type == DType::Q6_K)
+            group[group_high_offset(g, b, i) + 64 * (k / 2) + j] |=
+                static_cast<uint8_t>(((lo >> 4) | (hi >> 4) << 2) << 4 * (k % 2));
         }
     }
   }
@@ -92,25 +126,26 @@ uint64_t group_row_bytes(DType type, int64_t cols) { return group_bytes(geometry
 
 void repack_group(DType type, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols) {
   const GroupGeometry g = geometry(type);
+  if (cols <= 0 || cols % g.row_values() != 0)
+    fail("{} rows of {} values are not whole blocks of {}", dtype_name(type), cols, g.row_values());
   const int64_t nb = cols / 32;
-  const uint64_t rb = row_bytes(type, static_cast<uint64_t>(cols)), block = 2 + g.qh_bytes + g.qs_bytes;
-  if (cols <= 0 || cols % (g.sub_scales ? 256 : 32) != 0)
-    fail("{} rows of {} values are not whole blocks of {}", dtype_name(type), cols, g.sub_scales ? 256 : 32);
+  const uint64_t rb = row_bytes(type, static_cast<uint64_t>(cols)), block = native_qs(g) + g.qs_bytes;
   std::memset(dst, 0, group_matrix_bytes(type, rows, cols));  // padding rows and blocks
   for (int64_t r = 0; r < rows; ++r) {
     uint8_t* group = dst + static_cast<uint64_t>(r / kGroupRows) * group_bytes(g, cols);
     const int i = static_cast<int>(r % kGroupRows);
-    if (g.sub_scales) {
-      repack_q6k_row(g, src + r * rb, group, i, cols);
+    if (g.kquant()) {
+      repack_kquant_row(type, g, src + r * rb, group, i, cols);
       continue;
     }
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = src + r * rb + b * block;
       std::memcpy(group + group_scale_offset(g, b, i), blk, 2);
+      if (g.mins) std::memcpy(group + group_min_offset(g, b, i), blk + 2, 2);
       if (g.qh_bytes) {
         uint32_t qh;
-        std::memcpy(&qh, blk + 2, 4);
-        split_high_bits_put(group + group_high_offset(g, b, i), 0, qh);
+        std::memcpy(&qh, blk + native_qh(g), 4);
+        group_high_bits_put(group + group_high_offset(g, b, i), qh);
       }
       for (int k = 0; k < g.qs_bytes / 4; ++k) {
         const uint32_t v = stored_dword(type, blk + native_qs(g), k);
@@ -120,26 +155,38 @@ void repack_group(DType type, const uint8_t* src, uint8_t* dst, int64_t rows, in
   }
 }
 
+// As dequantize.cpp computes each value, one rounding per operation (this
+// file is built without FMA contraction), so the values are bit-identical.
 void dequantize_group_row(const WeightMatrix& w, int64_t r, float* out) {
   const GroupGeometry g = geometry(w.type);
   const uint8_t* group = group_of(w, g, r);
   const int i = static_cast<int>(r % kGroupRows);
-  if (g.sub_scales) {  // as dequantize_block_q6_k: (d * sc) * (q - 32)
+  if (g.kquant()) {
     for (int64_t b = 0; b < w.cols / 32; ++b) {
       const float d = load_f16(group + group_d_offset(g, b, i));
-      for (int v = 0; v < 32; ++v) {
-        const auto sc = static_cast<int8_t>(group[group_scale_offset(g, b, i) + 16 * (v / 16)]);
-        out[32 * b + v] = (d * static_cast<float>(sc)) * static_cast<float>(q6k_value(g, group, b, i, v) - 32);
+      if (w.type == DType::Q6_K) {  // (d * sc) * (q - 32)
+        for (int v = 0; v < 32; ++v) {
+          const auto sc = static_cast<int8_t>(group[(v < 16 ? group_scale_offset : group_min_offset)(g, b, i)]);
+          out[32 * b + v] = (d * static_cast<float>(sc)) * static_cast<float>(kquant_value(w.type, g, group, b, i, v) - 32);
+        }
+      } else {  // (d * sc) * q - dmin * mn
+        const float dl = d * static_cast<float>(group[group_scale_offset(g, b, i)]);
+        const float ml = load_f16(group + group_dmin_offset(g, b, i)) * static_cast<float>(group[group_min_offset(g, b, i)]);
+        for (int v = 0; v < 32; ++v) {
+          const float p = dl * static_cast<float>(kquant_value(w.type, g, group, b, i, v));
+          out[32 * b + v] = p - ml;
+        }
       }
     }
     return;
   }
-  uint8_t blk[2 + 32];
+  uint8_t blk[4 + 4 + 32];
   for (int64_t b = 0; b < w.cols / 32; ++b) {
     std::memcpy(blk, group + group_scale_offset(g, b, i), 2);
+    if (g.mins) std::memcpy(blk + 2, group + group_min_offset(g, b, i), 2);
     if (g.qh_bytes) {
-      const uint32_t qh = split_high_bits_get(group + group_high_offset(g, b, i), 0);
-      std::memcpy(blk + 2, &qh, 4);
+      const uint32_t qh = group_high_bits_get(group + group_high_offset(g, b, i));
+      std::memcpy(blk + native_qh(g), &qh, 4);
     }
     for (int k = 0; k < g.qs_bytes / 4; ++k) {
       uint32_t v;
@@ -160,32 +207,40 @@ void gemm_group_scalar(const WeightMatrix& w, const ActivationPack& x, float* y,
       float acc = 0;
       for (int64_t b = 0; b < nb; ++b) {
         const BlockQ8& xb = x.blocks[t * x.token_blocks + b];
-        if (g.sub_scales) {
+        int32_t isum = 0;
+        float dw = 0, mw = 0;
+        if (w.type == DType::Q6_K) {
           int32_t half[2] = {0, 0};
-          for (int v = 0; v < 32; ++v) half[v / 16] += q6k_value(g, group, b, i, v) * xb.q[v];
-          int32_t isum = 0;
+          for (int v = 0; v < 32; ++v) half[v / 16] += kquant_value(w.type, g, group, b, i, v) * xb.q[v];
           for (int h = 0; h < 2; ++h) {
-            const auto sc = static_cast<int8_t>(group[group_scale_offset(g, b, i) + 16 * h]);
+            const auto sc = static_cast<int8_t>(group[(h == 0 ? group_scale_offset : group_min_offset)(g, b, i)]);
             isum += sc * (half[h] - g.offset * x.halves_row(t)[2 * b + h]);
           }
-          acc = std::fma(static_cast<float>(isum), load_f16(group + group_d_offset(g, b, i)) * xb.d, acc);
-          continue;
-        }
-        int32_t isum = -g.offset * x.sums_row(t)[b];
-        const uint8_t* hb = group + group_high_offset(g, b, i);
-        for (int k = 0; k < g.qs_bytes / 4; ++k) {
-          const uint8_t* u = group + group_quant_offset(g, b, k, i);
-          for (int j = 0; j < 4; ++j) {
-            if (g.qs_bytes == 32) {
-              isum += u[j] * xb.q[4 * k + j];
-            } else {
-              const int h = g.qh_bytes ? hb[j] >> 2 * k : 0;  // bit 0: value 4k+j's 5th, bit 1: 16+4k+j's
-              isum += ((u[j] & 15) | (h & 1) << 4) * xb.q[4 * k + j] + ((u[j] >> 4) | (h & 2) << 3) * xb.q[16 + 4 * k + j];
+          dw = load_f16(group + group_d_offset(g, b, i));
+        } else if (g.kquant()) {
+          for (int v = 0; v < 32; ++v) isum += kquant_value(w.type, g, group, b, i, v) * xb.q[v];
+          dw = load_f16(group + group_d_offset(g, b, i)) * static_cast<float>(group[group_scale_offset(g, b, i)]);
+          mw = load_f16(group + group_dmin_offset(g, b, i)) * static_cast<float>(group[group_min_offset(g, b, i)]);
+        } else {
+          isum = -g.offset * x.sums_row(t)[b];
+          const uint8_t* hb = group + group_high_offset(g, b, i);
+          for (int k = 0; k < g.qs_bytes / 4; ++k) {
+            const uint8_t* u = group + group_quant_offset(g, b, k, i);
+            for (int j = 0; j < 4; ++j) {
+              if (g.qs_bytes == 32) {
+                isum += u[j] * xb.q[4 * k + j];
+              } else {
+                const int h = g.qh_bytes ? hb[j] >> 2 * k : 0;  // bit 0: value 4k+j's 5th, bit 1: 16+4k+j's
+                isum += ((u[j] & 15) | (h & 1) << 4) * xb.q[4 * k + j] +
+                        ((u[j] >> 4) | (h & 2) << 3) * xb.q[16 + 4 * k + j];
+              }
             }
           }
+          dw = load_f16(group + group_scale_offset(g, b, i));
+          if (g.mins) mw = load_f16(group + group_min_offset(g, b, i));
         }
-        const float dw = load_f16(group + group_scale_offset(g, b, i));
         acc = std::fma(static_cast<float>(isum), dw * xb.d, acc);
+        if (g.mins) acc = std::fma(g.kquant() ? -mw : mw, xb.s, acc);
       }
       y[t * w.rows + r] = acc;
     }
@@ -193,7 +248,9 @@ void gemm_group_scalar(const WeightMatrix& w, const ActivationPack& x, float* y,
 }
 
 void install_group_scalar(KernelTable& t) {
-  for (DType type : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q6_K}) t.set_gemm(type, gemm_group_scalar);
+  for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K,
+                     DType::Q6_K})
+    t.set_gemm(type, gemm_group_scalar);
 }
 
 }  // namespace tally

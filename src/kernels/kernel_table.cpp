@@ -11,9 +11,7 @@ KernelTable build(SimdLevel level) {
   KernelTable t;
   install_scalar_ops(t);
   install_scalar_attention(t);
-  install_split_scalar(t);
   install_group_scalar(t);
-  install_kquant_scalar(t);
   install_row_dot_scalar(t);
   if (level != SimdLevel::Scalar) {  // every SIMD level includes AVX2, FMA and F16C
     install_ops_avx2(t);

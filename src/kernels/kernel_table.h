@@ -60,9 +60,7 @@ const KernelTable& kernels_at(SimdLevel level);
 // What each file adds to a table; kernel_table.cpp calls them level by level.
 void install_scalar_ops(KernelTable& t);        // ops.cpp, activation_q8.cpp
 void install_scalar_attention(KernelTable& t);  // attention.cpp
-void install_split_scalar(KernelTable& t);      // split_layout.cpp
 void install_group_scalar(KernelTable& t);      // group_layout.cpp
-void install_kquant_scalar(KernelTable& t);     // kquant_layout.cpp
 void install_row_dot_scalar(KernelTable& t);    // gemm_scalar.cpp
 void install_ops_avx2(KernelTable& t);          // ops_avx2.cpp
 void install_attention_avx2(KernelTable& t);    // attention_avx2.cpp

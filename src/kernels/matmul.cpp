@@ -7,8 +7,6 @@
 #include "kernels/dequantize.h"
 #include "kernels/group_layout.h"
 #include "kernels/kernel_table.h"
-#include "kernels/kquant_layout.h"
-#include "kernels/split_layout.h"
 
 namespace tally {
 
@@ -30,8 +28,6 @@ void matmul_many(std::span<const MatmulOut> outs, const ActivationPack& x, Threa
   int64_t total = 0;
   for (const MatmulOut& o : outs) {
     if (!k.gemm_for(o.w->type)) fail("no matrix kernel for tensor type {}", dtype_name(o.w->type));
-    if (!x.runs && (o.w->layout == RowLayout::Split || o.w->layout == RowLayout::Kquant))
-      fail("a {} matrix in the split or K-quant layout needs the activations' runs", dtype_name(o.w->type));
     total += o.w->rows;
   }
   // The rows of all matrices back to back; a thread's range may span several.
@@ -57,27 +53,13 @@ WeightMatrix make_weight_matrix(DType type, int64_t rows, int64_t cols, const ui
     w.data = line_aligned(storage.get());
     repack_group(type, native, const_cast<uint8_t*>(w.data), rows, cols);
     w.layout = RowLayout::Group;
-    return w;
-  } else if (split_supported(type)) {
-    w.row_bytes = split_row_bytes(type, cols);
-    storage.reset(new uint8_t[w.row_bytes * static_cast<uint64_t>(rows)]);
-    repack_split(type, native, storage.get(), rows, cols);
-    w.layout = RowLayout::Split;
-  } else if (kquant_supported(type)) {
-    w.row_bytes = kquant_row_bytes(type, cols);
-    storage.reset(new uint8_t[w.row_bytes * static_cast<uint64_t>(rows)]);
-    repack_kquant(type, native, storage.get(), rows, cols);
-    w.layout = RowLayout::Kquant;
   }
-  if (storage) w.data = storage.get();
   return w;
 }
 
 void dequantize_matrix_row(const WeightMatrix& w, int64_t r, float* out) {
   switch (w.layout) {
     case RowLayout::Group: return dequantize_group_row(w, r, out);
-    case RowLayout::Split: return dequantize_split_row(w, r, out);
-    case RowLayout::Kquant: return dequantize_kquant_row(w, r, out);
     case RowLayout::Native: return dequantize_row(w.type, w.row(r), out, static_cast<uint64_t>(w.cols));
   }
 }

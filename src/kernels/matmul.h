@@ -16,11 +16,11 @@ namespace tally {
 
 class ThreadPool;
 
-// How a matrix's rows are stored: as in the file (F32, F16, BF16), in groups
-// of 16 interleaved rows (group_layout.h: Q4_0, Q5_0, Q8_0, Q6_K), in the split
-// layout (split_layout.h: Q4_1, Q5_1) or in the
-// K-quant layout (kquant_layout.h: Q4_K, Q5_K). The type decides it.
-enum class RowLayout : uint8_t { Native, Group, Split, Kquant };
+// How a matrix's rows are stored: as in the file (F32, F16, BF16) or, for
+// every quantized type the kernels multiply, in groups of 16 interleaved rows
+// (group_layout.h).
+// The type decides it.
+enum class RowLayout : uint8_t { Native, Group };
 
 struct WeightMatrix {
   DType type = DType::F32;

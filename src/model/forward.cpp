@@ -26,13 +26,6 @@ Forward::Forward(const Model& model, ThreadPool& pool, int64_t max_tokens, int64
   xn_.resize(n * c.n_embd);
   xq_.resize(n * (widest / 32));
   xpack_.reserve(max_tokens, widest / 32);
-  auto reads_runs = [](const WeightMatrix& w) { return w.layout == RowLayout::Split || w.layout == RowLayout::Kquant; };
-  pack_runs_ = reads_runs(model.output());
-  for (int64_t l = 0; l < c.n_layer; ++l) {
-    const LayerWeights& L = model.layer(l);
-    for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down})
-      pack_runs_ = pack_runs_ || reads_runs(*w);
-  }
   q_.resize(n * c.q_dim());
   k_.resize(n * c.kv_dim());
   v_.resize(n * c.kv_dim());
@@ -67,7 +60,7 @@ void Forward::for_tokens(int64_t n, F&& fn) {
 }
 
 void Forward::quantize_rows(const float* x, int64_t n, int64_t dim) {
-  xpack_.prepare(xq_.data(), n, dim / 32, pack_runs_);
+  xpack_.prepare(xq_.data(), n, dim / 32);
   for_tokens(n, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) quantize_row_q8(x + t * dim, xq_.data() + t * (dim / 32), dim);
     xpack_.pack_tokens(t0, t1);

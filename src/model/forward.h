@@ -102,7 +102,6 @@ class Forward {
   std::vector<float> xn_;      // (n, n_embd) normed input of the current sub-block
   std::vector<BlockQ8> xq_;    // (n, max(n_embd, q_dim, n_ff) / 32) quantized matmul input
   ActivationPack xpack_;       // xq_ rearranged for the kernels
-  bool pack_runs_ = true;      // whether some matrix reads xpack_'s runs (split and K-quant layouts)
   std::vector<float> q_, k_, v_;  // (n, q_dim) (n, kv_dim) (n, kv_dim)
   std::vector<float> attn_;    // (n, q_dim) attention output
   std::vector<float> proj_;    // (n, n_embd) sub-block output

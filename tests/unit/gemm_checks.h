@@ -1,7 +1,7 @@
 #pragma once
-// Helpers shared by the layout tests (split_layout_test.cpp,
-// kquant_layout_test.cpp): one kernel entry run directly, and its results
-// independent of the tile shape, the token count and the row range.
+// Helpers of the matrix kernel tests (group_layout_test.cpp): one kernel
+// entry run directly, and its results independent of the tile shape, the
+// token count and the row range.
 #include <gtest/gtest.h>
 
 #include <cmath>

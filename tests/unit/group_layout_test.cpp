@@ -9,10 +9,12 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/cpu_features.h"
 #include "kernels/dequantize.h"
 #include "kernels/group_layout.h"
@@ -23,14 +25,15 @@
 namespace tally {
 namespace {
 
-constexpr DType kTypes[] = {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q6_K};
+constexpr DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                            DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 constexpr int64_t kCols[] = {32, 64, 96, 576, 608, 1536};
-// Q6_K rows are whole super-blocks: 1, 2, 3 (an odd count leaves half a
+// K-quant rows are whole super-blocks: 1, 2, 3 (an odd count leaves half a
 // record) and 6 (SmolLM2's feed-forward width).
 constexpr int64_t kSuperCols[] = {256, 512, 768, 1536};
 
 std::vector<int64_t> cols_of(DType type) {
-  if (type == DType::Q6_K) return {std::begin(kSuperCols), std::end(kSuperCols)};
+  if (group_geometry(type).kquant()) return {std::begin(kSuperCols), std::end(kSuperCols)};
   return {std::begin(kCols), std::end(kCols)};
 }
 
@@ -68,15 +71,18 @@ TEST(GroupLayout, RepackKeepsEveryValueAndPadsWithZeros) {
           const uint8_t* group = m.w.data + g * bytes;
           const auto where = [&] { return what + " group " + std::to_string(g) + " row " + std::to_string(i) +
                                           " block " + std::to_string(b); };
-          uint16_t d;
-          if (geo.sub_scales) {  // the halves' int8 scales and the super-block's d
+          uint16_t d, mn = 0;
+          if (geo.kquant()) {  // the byte-wide scales (and mins) and the super-block's d (and dmin)
             ASSERT_EQ(group[group_scale_offset(geo, b, i)], 0) << where();
-            ASSERT_EQ(group[group_scale_offset(geo, b, i) + 16], 0) << where();
+            ASSERT_EQ(group[group_min_offset(geo, b, i)], 0) << where();
             std::memcpy(&d, group + group_d_offset(geo, b, i), 2);
+            if (geo.mins) std::memcpy(&mn, group + group_dmin_offset(geo, b, i), 2);
           } else {
             std::memcpy(&d, group + group_scale_offset(geo, b, i), 2);
+            if (geo.mins) std::memcpy(&mn, group + group_min_offset(geo, b, i), 2);
           }
           ASSERT_EQ(d, 0) << where();
+          ASSERT_EQ(mn, 0) << where();
           for (int k = 0; k < geo.qh_bytes / 4; ++k) {
             uint32_t h;
             std::memcpy(&h, group + group_high_offset(geo, b, i) + 64 * k, 4);
@@ -94,6 +100,15 @@ TEST(GroupLayout, RepackKeepsEveryValueAndPadsWithZeros) {
         for (int64_t b = 0; b < nb; ++b)
           for (int i = static_cast<int>(rows - (groups - 1) * 16); i < 16; ++i) zero(groups - 1, b, i);
       }
+}
+
+TEST(GroupLayout, RowsOfPartialBlocksAreRefused) {
+  std::vector<uint8_t> native(1024);
+  std::unique_ptr<uint8_t[]> storage;
+  EXPECT_THROW(make_weight_matrix(DType::Q4_K, 1, 576, native.data(), storage), Error);  // 2.25 super-blocks
+  EXPECT_THROW(make_weight_matrix(DType::Q6_K, 1, 320, native.data(), storage), Error);
+  EXPECT_FALSE(group_supported(DType::F16));
+  EXPECT_FALSE(group_supported(DType::Q2_K));  // no kernel: the engine refuses the file's matrices
 }
 
 TEST(GroupLayout, EveryLevelGivesTheScalarTwinsBits) {
@@ -118,7 +133,7 @@ TEST(GroupLayout, EveryLevelGivesTheScalarTwinsBits) {
 TEST(GroupLayout, ResultsDoNotDependOnTokenCountOrRowRange) {
   std::mt19937 rng(9);
   for (DType type : kTypes) {
-    const int64_t rows = 37, cols = type == DType::Q6_K ? 768 : 576, tokens = 19;
+    const int64_t rows = 37, cols = group_geometry(type).kquant() ? 768 : 576, tokens = 19;
     const test::LaidOut m = test::lay_out(type, rows, cols, test::random_rows(type, rows, cols, rng));
     const auto x = test::random_activations(tokens, cols, rng);
     const std::string t(dtype_name(type));

@@ -204,13 +204,19 @@ void fill_weight_row(DType type, int64_t n, std::mt19937& rng, uint8_t* dst) {
     for (int f : f16_fields(type)) put_f16(dst + b * tr.type_size + f, uniform(rng, -0.05f, 0.05f));
 }
 
-// |m| of the 32-value block holding value i for the formats with an offset
-// (Q4_1, Q5_1), 0 for the others: the kernels add m * sum(x) separately.
+// |min| of the 32-value block holding value i for the formats with one (Q4_1,
+// Q5_1: m; Q4_K, Q5_K: dmin times the sub-block's min), 0 for the others: the
+// kernels add min * sum(x) apart from the d q products.
 double block_min_abs(DType type, const uint8_t* w, int64_t i) {
-  if (type != DType::Q4_1 && type != DType::Q5_1) return 0;
+  const auto& tr = traits(type);
+  const uint8_t* blk = w + i / tr.block_size * tr.type_size;
   uint16_t h;
-  std::memcpy(&h, w + (i / 32) * traits(type).type_size + 2, 2);
-  return std::fabs(f16_to_f32(h));
+  std::memcpy(&h, blk + 2, 2);
+  if (type == DType::Q4_1 || type == DType::Q5_1) return std::fabs(f16_to_f32(h));
+  if (type != DType::Q4_K && type != DType::Q5_K) return 0;
+  uint8_t sc, mn;
+  unpack_k_scale_min(blk + 4, static_cast<int>(i % 256 / 32), &sc, &mn);
+  return std::fabs(f16_to_f32(h)) * mn;
 }
 
 struct DotReference {

@@ -1,7 +1,7 @@
 // The forward pass on a K-quant file against llama.cpp on the same file:
 // SmolLM2-135M-Instruct requantized to Q4_K_M by llama-quantize (Q4_K and Q6_K
 // feed-forward down projections, Q5_0 and Q8_0 elsewhere), which runs the
-// kquant_layout and split-layout Q5 kernels on real weights. The file is not
+// row-group K-quant and Q5_0 kernels on real weights. The file is not
 // downloaded but derived (test_model_path.h: derived_model_path); the
 // reference comes from scripts/fixtures/make_kquant_fixtures.py. Without the
 // file these tests skip, saying how to make it.
