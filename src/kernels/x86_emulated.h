@@ -60,6 +60,12 @@ inline __m512i cvtepi8_epi32(__m128i a) {
   join(&r, &lo, &hi);
   return r;
 }
+inline __m512i cvtepu8_epi32(__m128i a) {
+  const __m256i lo = _mm256_cvtepu8_epi32(a), hi = _mm256_cvtepu8_epi32(_mm_unpackhi_epi64(a, a));
+  __m512i r;
+  join(&r, &lo, &hi);
+  return r;
+}
 inline __m512 cvtepi32_ps(__m512i a) {
   __m256i lo, hi;
   split(&a, &lo, &hi);
@@ -111,6 +117,7 @@ inline __m256i dpbusd_avx_epi32(__m256i acc, __m256i u, __m256i s) { return simd
 
 #define _mm512_cvtepi32_epi64(a) ::tally::emulated::cvtepi32_epi64(a)
 #define _mm512_cvtepi8_epi32(a) ::tally::emulated::cvtepi8_epi32(a)
+#define _mm512_cvtepu8_epi32(a) ::tally::emulated::cvtepu8_epi32(a)
 #define _mm512_cvtepi32_ps(a) ::tally::emulated::cvtepi32_ps(a)
 #define _mm512_cvtpd_epi32(a) ::tally::emulated::cvtpd_epi32(a)
 #define _mm512_cvtpd_ps(a) ::tally::emulated::cvtpd_ps(a)

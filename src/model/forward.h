@@ -101,7 +101,7 @@ class Forward {
   std::vector<float> x_;       // (n, n_embd) residual stream
   std::vector<float> xn_;      // (n, n_embd) normed input of the current sub-block
   std::vector<BlockQ8> xq_;    // (n, max(n_embd, q_dim, n_ff) / 32) quantized matmul input
-  ActivationPack xpack_;       // xq_ rearranged for the kernels
+  ActivationPack xpack_;       // xq_ with its block sums, as the kernels read it
   std::vector<float> q_, k_, v_;  // (n, q_dim) (n, kv_dim) (n, kv_dim)
   std::vector<float> attn_;    // (n, q_dim) attention output
   std::vector<float> proj_;    // (n, n_embd) sub-block output

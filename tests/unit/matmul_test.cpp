@@ -208,12 +208,13 @@ void fill_weight_row(DType type, int64_t n, std::mt19937& rng, uint8_t* dst) {
 // Q5_1: m; Q4_K, Q5_K: dmin times the sub-block's min), 0 for the others: the
 // kernels add min * sum(x) apart from the d q products.
 double block_min_abs(DType type, const uint8_t* w, int64_t i) {
+  const bool k = type == DType::Q4_K || type == DType::Q5_K;
+  if (type != DType::Q4_1 && type != DType::Q5_1 && !k) return 0;
   const auto& tr = traits(type);
   const uint8_t* blk = w + i / tr.block_size * tr.type_size;
-  uint16_t h;
+  uint16_t h;  // m, or dmin
   std::memcpy(&h, blk + 2, 2);
-  if (type == DType::Q4_1 || type == DType::Q5_1) return std::fabs(f16_to_f32(h));
-  if (type != DType::Q4_K && type != DType::Q5_K) return 0;
+  if (!k) return std::fabs(f16_to_f32(h));
   uint8_t sc, mn;
   unpack_k_scale_min(blk + 4, static_cast<int>(i % 256 / 32), &sc, &mn);
   return std::fabs(f16_to_f32(h)) * mn;
