@@ -5,7 +5,6 @@
 namespace tally {
 
 void ActivationPack::reserve(int64_t max_tokens, int64_t max_blocks) {
-  sums.reserve(static_cast<size_t>(max_tokens * max_blocks));
   halves.reserve(static_cast<size_t>(2 * max_tokens * max_blocks));
 }
 
@@ -25,7 +24,6 @@ void ActivationPack::prepare(const BlockQ8* x, int64_t n_tokens, int64_t blocks_
   n = n_tokens;
   token_blocks = blocks_per_token;
   blocks = x;
-  sums.resize(static_cast<size_t>(n * token_blocks));
   halves.resize(static_cast<size_t>(2 * n * token_blocks));
 }
 
@@ -36,7 +34,6 @@ void ActivationPack::pack_tokens(int64_t t0, int64_t t1) {
     for (int v = 16; v < 32; ++v) h1 += blocks[i].q[v];
     halves[2 * i] = h0;
     halves[2 * i + 1] = h1;
-    sums[i] = h0 + h1;
   }
 }
 

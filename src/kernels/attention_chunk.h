@@ -37,6 +37,18 @@ inline void quantize_query(const float* q, int64_t n, QueryBlock* out) {
 // Query blocks on the stack up to this many (16 heads of 128); more take the heap.
 inline constexpr int64_t kQueryBlocksOnStack = 64;
 
+// The n query values as QueryBlocks (quantize_query): in `stack` when they
+// fit (kQueryBlocksOnStack), else in `heap`.
+inline QueryBlock* quantized_query(const float* q, int64_t n, QueryBlock* stack, std::vector<QueryBlock>& heap) {
+  QueryBlock* out = stack;
+  if (n / 32 > kQueryBlocksOnStack) {
+    heap.resize(static_cast<size_t>(n / 32));
+    out = heap.data();
+  }
+  quantize_query(q, n, out);
+  return out;
+}
+
 template <typename Ops>
 bool attend_chunk_impl(const float* q, int64_t n_q, const KvLayerView& kv, int64_t g, int64_t chunk, int64_t n_keys,
                        int64_t n_visible, float scale, float* scores, float* partial, int64_t first_visible) {
@@ -49,14 +61,7 @@ bool attend_chunk_impl(const float* q, int64_t n_q, const KvLayerView& kv, int64
   const bool quantized = kv_block_type(kv.type);
   QueryBlock qb_stack[kQueryBlocksOnStack];
   std::vector<QueryBlock> qb_heap;
-  QueryBlock* qb = qb_stack;
-  if (quantized) {
-    if (n_q * hd / 32 > kQueryBlocksOnStack) {
-      qb_heap.resize(static_cast<size_t>(n_q * hd / 32));
-      qb = qb_heap.data();
-    }
-    quantize_query(q, n_q * hd, qb);
-  }
+  const QueryBlock* qb = quantized ? quantized_query(q, n_q * hd, qb_stack, qb_heap) : nullptr;
   // Past the cache's size the keys and values come from memory in one-block
   // runs: fetch keys kPrefetchAhead positions ahead of the dots, and this
   // run's values into L2 (the value kernels take them on into L1 just ahead).
@@ -115,15 +120,8 @@ void attend_tokens_impl(const float* q, int64_t q_stride, int64_t n_tokens, int6
   for (int64_t i = 0; i < n_tokens; ++i) std::copy_n(q + i * q_stride, n_q * hd, qs + i * n_q * hd);
   const bool quantized = kv_block_type(kv.type);
   QueryBlock qb_stack[kQueryBlocksOnStack];
-  std::vector<QueryBlock> qb_heap;
-  QueryBlock* qb = qb_stack;
-  if (quantized) {  // the same bits as attend_chunk's per-chunk quantization
-    if (rows * hd / 32 > kQueryBlocksOnStack) {
-      qb_heap.resize(static_cast<size_t>(rows * hd / 32));
-      qb = qb_heap.data();
-    }
-    quantize_query(qs, rows * hd, qb);
-  }
+  std::vector<QueryBlock> qb_heap;  // the same bits as attend_chunk's per-chunk quantization
+  const QueryBlock* qb = quantized ? quantized_query(qs, rows * hd, qb_stack, qb_heap) : nullptr;
   int64_t used[kAttentionTokens] = {};
   for (int64_t c = 0; c < n_chunks; ++c) {
     const int64_t b = c * C, e = std::min(b + C, last);

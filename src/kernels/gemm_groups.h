@@ -3,8 +3,9 @@
 // over the weight type and the lane width: one lane per weight row, one
 // broadcast activation dword per integer dot. Included only by the
 // translation units compiled for the instruction set they use (gemm_avx2.cpp,
-// gemm_vnni.cpp, gemm_avx512.cpp), with the dot instructions of gemm_dots.h. A tile is a group's rows (8 of them at 256
-// bits) x T tokens: each weight load is unpacked once for T tokens. Every
+// gemm_vnni.cpp, gemm_avx512.cpp), with the dot instructions of gemm_dots.h.
+// A tile is a group's rows (8 of them at 256 bits) x T tokens: each weight
+// load is unpacked once for T tokens. Every
 // lane runs the sequence of group_layout.h, so results are bit-identical
 // across levels, tile shapes and row ranges.
 #include "kernels/gemm_dots.h"
@@ -239,11 +240,9 @@ __attribute__((always_inline)) inline void group_tile(const WeightMatrix& w, con
   const int64_t nb = w.cols / 32;
   const uint8_t* group = w.data + static_cast<uint64_t>(g) * group_bytes(kGeo, w.cols);
   const BlockQ8* xb0[T];
-  const int32_t* sums[T];
   const int32_t* halves[T];
   for (int j = 0; j < T; ++j) {
     xb0[j] = x.blocks + (t + j) * x.token_blocks;
-    sums[j] = x.sums_row(t + j);
     halves[j] = x.halves_row(t + j);
   }
   typename L::F acc[T];
@@ -256,7 +255,8 @@ __attribute__((always_inline)) inline void group_tile(const WeightMatrix& w, con
         _mm_prefetch(ahead + 64 * l, _MM_HINT_T0);
     }
     const BlockQ8* xb[T];
-    for (int j = 0; j < T; ++j) xb[j] = xb0[j] + b;
+    const int32_t* hv[T];  // the block's two half sums
+    for (int j = 0; j < T; ++j) xb[j] = xb0[j] + b, hv[j] = halves[j] + 2 * b;
     typename L::I isum[T];
     const uint8_t* q = group + group_quant_offset(kGeo, b, 0, lane0);
     if constexpr (kType == DType::Q4_0 || kType == DType::Q4_1 || kType == DType::Q4_K) {
@@ -266,8 +266,6 @@ __attribute__((always_inline)) inline void group_tile(const WeightMatrix& w, con
     } else if constexpr (kType == DType::Q8_0) {
       L::template q8<T>(q, xb, isum);
     } else {
-      const int32_t* hv[T];
-      for (int j = 0; j < T; ++j) hv[j] = halves[j] + 2 * b;
       L::template q6<T>(q, group + group_high_offset(kGeo, b, lane0), group + group_scale_offset(kGeo, b, lane0), xb, hv,
                         isum);
     }
@@ -283,7 +281,7 @@ __attribute__((always_inline)) inline void group_tile(const WeightMatrix& w, con
       if constexpr (kGeo.mins) mw = L::scales(group + group_min_offset(kGeo, b, lane0));
     }
     constexpr int kOffset = (kType == DType::Q8_0 && L::kSignedQ8) || kType == DType::Q6_K ? 0 : kGeo.offset;
-    for (int j = 0; j < T; ++j) L::step(acc[j], isum[j], kOffset * sums[j][b], dw, xb[j]->d);
+    for (int j = 0; j < T; ++j) L::step(acc[j], isum[j], kOffset * (hv[j][0] + hv[j][1]), dw, xb[j]->d);
     if constexpr (kGeo.mins)
       for (int j = 0; j < T; ++j) L::min_step(acc[j], kGeo.kquant() ? L::neg(mw) : mw, xb[j]->s);
   }

@@ -76,12 +76,14 @@ void unpack_super_block(DType type, const uint8_t* blk, SuperBlock& sb) {
   std::memcpy(sb.dmin, blk + 2, 2);
 }
 
-// Value v (0..31) of a K-quant block b of a group, row i: its stored bits.
-int kquant_value(DType type, GroupGeometry g, const uint8_t* group, int64_t b, int i, int v) {
+// Value v (0..31) of block b of a group, row i, as stored (group_layout.h):
+// Q8_0 a byte, the others 4 low bits and H / 4 high bits.
+int stored_value(GroupGeometry g, const uint8_t* group, int64_t b, int i, int v) {
+  if (g.qs_bytes == 32) return group[group_quant_offset(g, b, v / 4, i) + v % 4];
   const int k = v % 16 / 4, j = v % 4, half = v / 16;
   const int lo = group[group_quant_offset(g, b, k, i) + j] >> 4 * half & 15;
-  if (type == DType::Q4_K) return lo;
-  if (type == DType::Q5_K) return lo | (group[group_high_offset(g, b, i) + j] >> (2 * k + half) & 1) << 4;
+  if (g.qh_bytes == 0) return lo;
+  if (g.qh_bytes == 4) return lo | (group[group_high_offset(g, b, i) + j] >> (2 * k + half) & 1) << 4;
   const int top = group[group_high_offset(g, b, i) + 64 * (k / 2) + j] >> (4 * (k % 2) + 2 * half) & 3;
   return lo | top << 4;
 }
@@ -99,9 +101,11 @@ void repack_kquant_row(DType type, GroupGeometry g, const uint8_t* src, uint8_t*
       // Q6_K: the scales of the block's halves; Q4_K/Q5_K: the sub-block's scale and min
       group[group_scale_offset(g, b, i)] = sb.sc[type == DType::Q6_K ? 2 * l : l];
       group[group_min_offset(g, b, i)] = sb.sc[type == DType::Q6_K ? 2 * l + 1 : 8 + l];
-      uint32_t qh = 0;
-      for (int v = 0; v < 32; ++v) qh |= static_cast<uint32_t>(q[v] >> 4 & 1) << v;
-      if (type == DType::Q5_K) group_high_bits_put(group + group_high_offset(g, b, i), qh);
+      if (type == DType::Q5_K) {
+        uint32_t qh = 0;
+        for (int v = 0; v < 32; ++v) qh |= static_cast<uint32_t>(q[v] >> 4 & 1) << v;
+        group_high_bits_put(group + group_high_offset(g, b, i), qh);
+      }
       for (int k = 0; k < 4; ++k)
         for (int j = 0; j < 4; ++j) {
           const int lo = q[4 * k + j], hi = q[16 + 4 * k + j];
@@ -167,13 +171,13 @@ void dequantize_group_row(const WeightMatrix& w, int64_t r, float* out) {
       if (w.type == DType::Q6_K) {  // (d * sc) * (q - 32)
         for (int v = 0; v < 32; ++v) {
           const auto sc = static_cast<int8_t>(group[(v < 16 ? group_scale_offset : group_min_offset)(g, b, i)]);
-          out[32 * b + v] = (d * static_cast<float>(sc)) * static_cast<float>(kquant_value(w.type, g, group, b, i, v) - 32);
+          out[32 * b + v] = (d * static_cast<float>(sc)) * static_cast<float>(stored_value(g, group, b, i, v) - 32);
         }
       } else {  // (d * sc) * q - dmin * mn
         const float dl = d * static_cast<float>(group[group_scale_offset(g, b, i)]);
         const float ml = load_f16(group + group_dmin_offset(g, b, i)) * static_cast<float>(group[group_min_offset(g, b, i)]);
         for (int v = 0; v < 32; ++v) {
-          const float p = dl * static_cast<float>(kquant_value(w.type, g, group, b, i, v));
+          const float p = dl * static_cast<float>(stored_value(g, group, b, i, v));
           out[32 * b + v] = p - ml;
         }
       }
@@ -207,35 +211,22 @@ void gemm_group_scalar(const WeightMatrix& w, const ActivationPack& x, float* y,
       float acc = 0;
       for (int64_t b = 0; b < nb; ++b) {
         const BlockQ8& xb = x.blocks[t * x.token_blocks + b];
-        int32_t isum = 0;
+        int32_t sum[2] = {0, 0};  // of the block's halves, as stored
+        for (int v = 0; v < 32; ++v) sum[v / 16] += stored_value(g, group, b, i, v) * xb.q[v];
+        const int32_t* xs = x.halves_row(t) + 2 * b;
+        int32_t isum = sum[0] + sum[1] - g.offset * (xs[0] + xs[1]);
         float dw = 0, mw = 0;
         if (w.type == DType::Q6_K) {
-          int32_t half[2] = {0, 0};
-          for (int v = 0; v < 32; ++v) half[v / 16] += kquant_value(w.type, g, group, b, i, v) * xb.q[v];
+          isum = 0;
           for (int h = 0; h < 2; ++h) {
             const auto sc = static_cast<int8_t>(group[(h == 0 ? group_scale_offset : group_min_offset)(g, b, i)]);
-            isum += sc * (half[h] - g.offset * x.halves_row(t)[2 * b + h]);
+            isum += sc * (sum[h] - g.offset * xs[h]);
           }
           dw = load_f16(group + group_d_offset(g, b, i));
         } else if (g.kquant()) {
-          for (int v = 0; v < 32; ++v) isum += kquant_value(w.type, g, group, b, i, v) * xb.q[v];
           dw = load_f16(group + group_d_offset(g, b, i)) * static_cast<float>(group[group_scale_offset(g, b, i)]);
           mw = load_f16(group + group_dmin_offset(g, b, i)) * static_cast<float>(group[group_min_offset(g, b, i)]);
         } else {
-          isum = -g.offset * x.sums_row(t)[b];
-          const uint8_t* hb = group + group_high_offset(g, b, i);
-          for (int k = 0; k < g.qs_bytes / 4; ++k) {
-            const uint8_t* u = group + group_quant_offset(g, b, k, i);
-            for (int j = 0; j < 4; ++j) {
-              if (g.qs_bytes == 32) {
-                isum += u[j] * xb.q[4 * k + j];
-              } else {
-                const int h = g.qh_bytes ? hb[j] >> 2 * k : 0;  // bit 0: value 4k+j's 5th, bit 1: 16+4k+j's
-                isum += ((u[j] & 15) | (h & 1) << 4) * xb.q[4 * k + j] +
-                        ((u[j] >> 4) | (h & 2) << 3) * xb.q[16 + 4 * k + j];
-              }
-            }
-          }
           dw = load_f16(group + group_scale_offset(g, b, i));
           if (g.mins) mw = load_f16(group + group_min_offset(g, b, i));
         }
