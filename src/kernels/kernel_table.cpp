@@ -20,6 +20,7 @@ KernelTable build(SimdLevel level) {
   }
   if (level == SimdLevel::Avx2Vnni) install_gemm_vnni(t);
   if (level == SimdLevel::Avx512Vnni) {
+    install_ops_avx512(t);
     install_gemm_avx512(t);
     install_attention_avx512(t);
   }

@@ -44,6 +44,7 @@ struct KernelTable {
   void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n) = nullptr;
   void (*gelu_tanh_mul)(const float* gate, const float* up, float* out, int64_t n) = nullptr;
   void (*to_f16)(const float* x, uint16_t* out, int64_t n) = nullptr;
+  void (*exp_each)(const float* x, float* out, int64_t n) = nullptr;
   AttendChunkFn attend_chunk = nullptr;
   AttendGroupFn attend_group = nullptr;
   AttendTokensFn attend_tokens = nullptr;
@@ -67,6 +68,7 @@ void install_attention_avx2(KernelTable& t);    // attention_avx2.cpp
 void install_gemm_avx2(KernelTable& t);         // gemm_avx2.cpp
 void install_gemm_vnni(KernelTable& t);         // gemm_vnni.cpp
 void install_gemm_avx512(KernelTable& t);       // gemm_avx512.cpp
+void install_ops_avx512(KernelTable& t);        // ops_avx512.cpp
 void install_attention_avx512(KernelTable& t);  // attention_avx512.cpp
 
 }  // namespace tally

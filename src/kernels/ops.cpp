@@ -35,6 +35,10 @@ void gelu_tanh_mul_scalar(const float* gate, const float* up, float* out, int64_
   }
 }
 
+void exp_each_scalar(const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = std::exp(x[i]);
+}
+
 void to_f16_scalar(const float* x, uint16_t* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = f32_to_f16(x[i]);
 }
@@ -47,11 +51,14 @@ void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
 
 void to_f16(const float* x, uint16_t* out, int64_t n) { kernels().to_f16(x, out, n); }
 
+void exp_each(const float* x, float* out, int64_t n) { kernels().exp_each(x, out, n); }
+
 void install_scalar_ops(KernelTable& t) {
   t.quantize_q8 = quantize_row_q8_scalar;
   t.silu_mul = silu_mul_scalar;
   t.gelu_tanh_mul = gelu_tanh_mul_scalar;
   t.to_f16 = to_f16_scalar;
+  t.exp_each = exp_each_scalar;
 }
 
 void add_inplace(float* x, const float* y, int64_t n) {

@@ -1,7 +1,7 @@
 // AVX2 kernels of the element-wise steps (this file is compiled with -mavx2
 // -mfma -mf16c and only called after the CPU check): the activation
 // quantizer (bit-identical to its scalar reference: same scale, same
-// round-to-nearest-even), the SwiGLU product and the f16 rounding of K/V.
+// round-to-nearest-even), the SwiGLU and GELU products, the exp and the f16 rounding of K/V.
 #include "kernels/x86_intrinsics.h"  // first: see there
 
 #include "kernels/activation_q8.h"
@@ -73,6 +73,12 @@ void gelu_tanh_mul_avx2(const float* gate, const float* up, float* out, int64_t 
   gelu_tanh_mul_scalar(gate + i, up + i, out + i, n - i);
 }
 
+void exp_each_avx2(const float* x, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, exp8(_mm256_loadu_ps(x + i)));
+  exp_each_scalar(x + i, out + i, n - i);
+}
+
 void to_f16_avx2(const float* x, uint16_t* out, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -87,6 +93,7 @@ void install_ops_avx2(KernelTable& t) {
   t.silu_mul = silu_mul_avx2;
   t.gelu_tanh_mul = gelu_tanh_mul_avx2;
   t.to_f16 = to_f16_avx2;
+  t.exp_each = exp_each_avx2;
 }
 #else
 void install_ops_avx2(KernelTable&) {}

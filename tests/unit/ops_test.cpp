@@ -11,6 +11,7 @@
 
 #include "core/half.h"
 #include "kernels/cpu_features.h"
+#include "kernels/kernel_table.h"
 #include "kernels/ops.h"
 #include "test_util.h"
 
@@ -98,6 +99,64 @@ TEST(GeluTanhMul, MatchesTheTanhFormInDouble) {
       EXPECT_LE(std::fabs(out[i] - want), 16 * kU * (std::fabs(want) + 1e-3 * std::fabs(x * up[i])) + 1e-30)
           << "g=" << g[i];
     }
+  }
+}
+
+// The SIMD exp (exp_simd.h) at every level against e^x in double rounded
+// once to float: equal but for rare inputs within 1e-13 of a rounding
+// boundary, and never off by more than one ulp. -inf gives exactly 0, the
+// ends of float's range overflow and underflow as expf does.
+TEST(ExpEach, CorrectlyRoundedAtEveryLevel) {
+  std::mt19937 rng(6);
+  std::vector<float> x = random_vector(1 << 20, rng, -104, 89);
+  for (float v : random_vector(1 << 16, rng, -1e-3f, 1e-3f)) x.push_back(v);
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 88.72f, 88.73f, 100.0f, -87.3f, -103.9f, -104.0f, -150.0f, -1e30f})
+    x.push_back(v);
+  x.push_back(std::numeric_limits<float>::infinity());
+  x.push_back(-std::numeric_limits<float>::infinity());
+  const int64_t n = static_cast<int64_t>(x.size()) - 3;  // not a multiple of 8 or 16: the tails run too
+  for (SimdLevel level : {SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512Vnni}) {
+    if (!simd_supported(level)) continue;
+    std::vector<float> out(n);
+    kernels_at(level).exp_each(x.data(), out.data(), n);
+    int64_t misrounded = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float want = static_cast<float>(std::exp(static_cast<double>(x[i])));
+      if (out[i] == want) continue;
+      ++misrounded;
+      ASSERT_TRUE(std::isfinite(want) && want != 0) << simd_level_name(level) << " x=" << x[i];
+      ASSERT_EQ(std::nextafter(want, out[i]), out[i]) << simd_level_name(level) << " x=" << x[i];
+    }
+    // glibc's expf (the scalar twin) is within 0.502 ulp, not correctly rounded.
+    EXPECT_LE(misrounded, level == SimdLevel::Scalar ? n / 1000 : 2) << simd_level_name(level);
+    const float specials[] = {-std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity(), 0.0f};
+    float got[3];
+    kernels_at(level).exp_each(specials, got, 3);
+    EXPECT_EQ(got[0], 0.0f);
+    EXPECT_EQ(got[1], std::numeric_limits<float>::infinity());
+    EXPECT_EQ(got[2], 1.0f);
+  }
+}
+
+// The AVX-512 element-wise kernels are the AVX2 ones lane by lane: the same
+// bits, on lengths whose tails each level treats its own way (8 or 16 lanes).
+TEST(ElementWise, Avx512EqualsAvx2) {
+  if (!simd_supported(SimdLevel::Avx512Vnni)) GTEST_SKIP() << "CPU has no AVX-512";
+  std::mt19937 rng(7);
+  const std::vector<float> g = random_vector(1536, rng, -20, 20), up = random_vector(1536, rng, -3, 3);
+  const KernelTable& a = kernels_at(SimdLevel::Avx2);
+  const KernelTable& b = kernels_at(SimdLevel::Avx512Vnni);
+  for (int64_t n : {1536, 1000}) {  // 1000: the AVX2 tail is empty, the AVX-512 one masked
+    std::vector<float> oa(n), ob(n);
+    a.silu_mul(g.data(), up.data(), oa.data(), n);
+    b.silu_mul(g.data(), up.data(), ob.data(), n);
+    EXPECT_EQ(oa, ob) << "silu n=" << n;
+    a.gelu_tanh_mul(g.data(), up.data(), oa.data(), n);
+    b.gelu_tanh_mul(g.data(), up.data(), ob.data(), n);
+    EXPECT_EQ(oa, ob) << "gelu n=" << n;
+    a.exp_each(g.data(), oa.data(), n);
+    b.exp_each(g.data(), ob.data(), n);
+    EXPECT_EQ(oa, ob) << "exp n=" << n;
   }
 }
 
