@@ -74,6 +74,14 @@ inline __m512 cvtepi32_ps(__m512i a) {
   join(&r, &flo, &fhi);
   return r;
 }
+inline __m512i cvttps_epi32(__m512 a) {
+  __m256 lo, hi;
+  split(&a, &lo, &hi);
+  const __m256i ilo = _mm256_cvttps_epi32(lo), ihi = _mm256_cvttps_epi32(hi);
+  __m512i r;
+  join(&r, &ilo, &ihi);
+  return r;
+}
 inline __m512d cvtps_pd(__m256 a) {
   const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(a)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1));
   __m512d r;
@@ -116,6 +124,7 @@ inline __m256i dpbusd_avx_epi32(__m256i acc, __m256i u, __m256i s) { return simd
 }  // namespace tally::emulated
 
 #define _mm512_cvtepi32_epi64(a) ::tally::emulated::cvtepi32_epi64(a)
+#define _mm512_cvttps_epi32(a) ::tally::emulated::cvttps_epi32(a)
 #define _mm512_cvtepi8_epi32(a) ::tally::emulated::cvtepi8_epi32(a)
 #define _mm512_cvtepu8_epi32(a) ::tally::emulated::cvtepu8_epi32(a)
 #define _mm512_cvtepi32_ps(a) ::tally::emulated::cvtepi32_ps(a)
