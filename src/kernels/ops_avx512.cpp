@@ -40,8 +40,8 @@ void quantize_row_q8_avx512(const float* x, BlockQ8* out, int64_t n) {
   }
 }
 
-// out[i] = f(in[i]...) for n floats, 16 at a time; the last partial vector
-// reads zeros past the end and writes only the lanes inside.
+// f(i, mask) for each 16 floats of n; the last partial vector's mask holds
+// only the lanes inside (its loads give zeros past the end, its stores skip them).
 template <class F>
 inline void each16(int64_t n, F&& f) {
   for (int64_t i = 0; i < n; i += 16) {
