@@ -1,6 +1,7 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/error.h"
 
@@ -42,7 +43,13 @@ void ThreadPool::run_range(int worker) {
   const int64_t chunks = (n_ + grain_ - 1) / grain_;
   const int64_t c0 = chunks * worker / n_threads_, c1 = chunks * (worker + 1) / n_threads_;
   const int64_t begin = std::min(n_, c0 * grain_), end = std::min(n_, c1 * grain_);
-  if (begin < end) (*fn_)(begin, end, worker);
+  if (begin >= end) return;
+  try {
+    (*fn_)(begin, end, worker);
+  } catch (...) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!error_) error_ = std::current_exception();
+  }
 }
 
 void ThreadPool::parallel_for(int64_t n, const RangeFn& fn, int64_t grain) {
@@ -68,6 +75,7 @@ void ThreadPool::parallel_for(int64_t n, const RangeFn& fn, int64_t grain) {
     else std::this_thread::yield();
   }
   fn_ = nullptr;
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 
 void ThreadPool::worker_loop(int worker) {

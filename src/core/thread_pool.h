@@ -4,9 +4,12 @@
 // with the calling thread as worker 0; it returns when every range is done.
 // Workers spin briefly between jobs (decode issues hundreds of small jobs per
 // token), then sleep. Not re-entrant: one parallel_for at a time, from one thread.
+// An exception thrown by fn on any thread is rethrown by parallel_for once
+// every range has returned (the first one, if several threw).
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -42,6 +45,7 @@ class ThreadPool {
   std::atomic<bool> stop_{false};
   std::mutex mu_;
   std::condition_variable cv_;
+  std::exception_ptr error_;  // the first exception of this parallel_for (guarded by mu_)
 };
 
 }  // namespace tally

@@ -250,7 +250,9 @@ void Forward::run(KvCache* kv, std::span<const StepEntry> batch) {
     const bool windowed = c.window_layer(l);
     const float* cos_l = windowed ? rope_cos_swa_.data() : rope_cos_.data();
     const float* sin_l = windowed ? rope_sin_swa_.data() : rope_sin_.data();
-    for (int64_t t = 0; t < n; ++t) {
+    // Biases, q/k norms, RoPE and the cache write of token t: each token
+    // touches only its own rows and cache position, so tokens run in parallel.
+    auto finish_qkv = [&](int64_t t) {
       const float* cs = cos_l + t * half;
       const float* sn = sin_l + t * half;
       if (c.arch->qkv_bias) {
@@ -271,7 +273,10 @@ void Forward::run(KvCache* kv, std::span<const StepEntry> batch) {
       rope_apply(q_.data() + t * Q, c.n_head, c.head_dim, c.rope_dims, cs, sn, c.arch->rope_pairing);
       rope_apply(k_.data() + t * KV, c.n_kv_head, c.head_dim, c.rope_dims, cs, sn, c.arch->rope_pairing);
       if (kv) kv->store(l, batch[tok_entry_[t]].seq, tok_pos_[t], k_.data() + t * KV, v_.data() + t * KV);
-    }
+    };
+    for_tokens(n, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) finish_qkv(t);
+    });
     views_.clear();
     for (const StepEntry& e : batch) views_.push_back(kv ? kv->view(l, e.seq) : chunk_view(n));
     scores += attention(n, l);

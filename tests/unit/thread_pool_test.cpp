@@ -1,12 +1,14 @@
 // ThreadPool::parallel_for: every index is covered exactly once, by ranges
 // aligned to the grain, at most one range per worker, with worker indices in
-// range; long runs of tiny jobs complete; bad thread counts are refused.
+// range; long runs of tiny jobs complete; a range's exception reaches the
+// caller; bad thread counts are refused.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -80,6 +82,29 @@ TEST(ThreadPool, LongSequenceOfTinyJobsCompletes) {
     std::atomic<int> sum{0};
     p.parallel_for(10, [&](int64_t b, int64_t e, int) { sum += static_cast<int>(e - b); });
     ASSERT_EQ(sum.load(), 10);
+  }
+}
+
+// An exception from any worker's range reaches the caller of parallel_for,
+// after every range has returned; the pool then runs the next job as usual.
+TEST(ThreadPool, ExceptionsInAnyRangeReachTheCaller) {
+  ThreadPool pool(3);
+  for (int thrower = 0; thrower < 3; ++thrower) {
+    std::atomic<int> finished{0};
+    auto job = [&](int64_t, int64_t, int worker) {
+      if (worker == thrower) fail("range of worker {} failed", worker);
+      ++finished;
+    };
+    try {
+      pool.parallel_for(3, job, 1);
+      ADD_FAILURE() << "no exception from worker " << thrower;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("range of worker " + std::to_string(thrower)), std::string::npos);
+    }
+    EXPECT_EQ(finished.load(), 2);  // the other ranges ran to the end before the rethrow
+    std::atomic<int> sum{0};
+    pool.parallel_for(30, [&](int64_t b, int64_t e, int) { sum += static_cast<int>(e - b); });
+    EXPECT_EQ(sum.load(), 30);
   }
 }
 
