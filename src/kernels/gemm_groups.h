@@ -308,6 +308,8 @@ void group_tiles(const WeightMatrix& w, const ActivationPack& x, float* y, int64
       if (g * kGroupRows + lane0 >= r1 || g * kGroupRows + lane0 + L::kRows <= r0) continue;
       int64_t t = t0;
       for (; t + T <= t1; t += T) group_tile<kType, L, T>(w, x, y, g, lane0, t, r0, r1);
+      if constexpr (T > 4)  // a few sequences' tokens (a small batch) still go 4 at a time
+        for (; t + 4 <= t1; t += 4) group_tile<kType, L, 4>(w, x, y, g, lane0, t, r0, r1);
       for (; t < t1; ++t) group_tile<kType, L, 1>(w, x, y, g, lane0, t, r0, r1);
     }
 }
@@ -323,14 +325,15 @@ void gemm_group(const WeightMatrix& w, const ActivationPack& x, float* y, int64_
     group_tiles<kType, L, T>(w, x, y, g0, g1, t0, std::min(x.n, t0 + kTokenChunk), r0, r1);
 }
 
-// The row-group kernels of one lane width (T: the prefill tile's tokens).
-template <class L, int T>
+// The row-group kernels of one lane width (T: the prefill tile's tokens;
+// TQ8: Q8_0's, whose unpacking is only a load, so larger tiles gain it nothing).
+template <class L, int T, int TQ8 = T>
 void install_group_kernels(KernelTable& t) {
   t.set_gemm(DType::Q4_0, gemm_group<DType::Q4_0, L, T>);
   t.set_gemm(DType::Q4_1, gemm_group<DType::Q4_1, L, T>);
   t.set_gemm(DType::Q5_0, gemm_group<DType::Q5_0, L, T>);
   t.set_gemm(DType::Q5_1, gemm_group<DType::Q5_1, L, T>);
-  t.set_gemm(DType::Q8_0, gemm_group<DType::Q8_0, L, T>);
+  t.set_gemm(DType::Q8_0, gemm_group<DType::Q8_0, L, TQ8>);
   t.set_gemm(DType::Q4_K, gemm_group<DType::Q4_K, L, T>);
   t.set_gemm(DType::Q5_K, gemm_group<DType::Q5_K, L, T>);
   t.set_gemm(DType::Q6_K, gemm_group<DType::Q6_K, L, T>);

@@ -118,7 +118,7 @@ TEST(GroupLayout, EveryLevelGivesTheScalarTwinsBits) {
     for (bool extreme : {false, true})
       for (int64_t cols : cols_of(type))
         for (int64_t rows : {5, 16, 40})
-          for (int64_t tokens : {1, 3, 17}) {
+          for (int64_t tokens : {1, 3, 13, 17}) {  // 13: tiles of 8, 4 and 1 token
             const auto native = extreme ? test::extreme_rows(type, rows, cols) : test::random_rows(type, rows, cols, rng);
             const auto x = extreme ? test::extreme_activations(tokens, cols) : test::random_activations(tokens, cols, rng);
             const test::LaidOut m = test::lay_out(type, rows, cols, native);
@@ -133,7 +133,7 @@ TEST(GroupLayout, EveryLevelGivesTheScalarTwinsBits) {
 TEST(GroupLayout, ResultsDoNotDependOnTokenCountOrRowRange) {
   std::mt19937 rng(9);
   for (DType type : kTypes) {
-    const int64_t rows = 37, cols = group_geometry(type).kquant() ? 768 : 576, tokens = 19;
+    const int64_t rows = 37, cols = group_geometry(type).kquant() ? 768 : 576, tokens = 29;  // 16 + 13 (8 + 4 + 1)
     const test::LaidOut m = test::lay_out(type, rows, cols, test::random_rows(type, rows, cols, rng));
     const auto x = test::random_activations(tokens, cols, rng);
     const std::string t(dtype_name(type));
