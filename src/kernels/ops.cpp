@@ -51,8 +51,6 @@ void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
 
 void to_f16(const float* x, uint16_t* out, int64_t n) { kernels().to_f16(x, out, n); }
 
-void exp_each(const float* x, float* out, int64_t n) { kernels().exp_each(x, out, n); }
-
 void install_scalar_ops(KernelTable& t) {
   t.quantize_q8 = quantize_row_q8_scalar;
   t.silu_mul = silu_mul_scalar;

@@ -23,9 +23,10 @@ inline constexpr float kGeluCubic = 0.044715f;
 // out[i] = x[i] rounded to binary16 (nearest even), as f32_to_f16 does.
 void to_f16(const float* x, uint16_t* out, int64_t n);
 void to_f16_scalar(const float* x, uint16_t* out, int64_t n);
-// out[i] = e^x[i]: the exp of the SwiGLU, GELU and softmax kernels (exp_simd.h),
-// correctly rounded but for about one input in 10^8; the scalar twin is std::exp.
-void exp_each(const float* x, float* out, int64_t n);
+// out[i] = e^x[i] by std::exp: the scalar twin of the kernel table's exp_each,
+// the exp that the SwiGLU, GELU and softmax kernels evaluate inline
+// (exp_simd.h, correctly rounded but for about one input in 10^8). The engine
+// calls no exp_each of its own; the table entry lets tests reach each level's.
 void exp_each_scalar(const float* x, float* out, int64_t n);
 // x[i] += y[i]
 void add_inplace(float* x, const float* y, int64_t n);

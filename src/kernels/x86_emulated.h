@@ -37,18 +37,6 @@ inline void split(const void* in, void* lo, void* hi) {
   std::memcpy(hi, static_cast<const char*>(in) + 32, 32);
 }
 
-inline __m512i cvtepi32_epi64(__m256i a) {
-  const __m256i lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(a));
-  const __m256i hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(a, 1));
-  __m512i r;
-  join(&r, &lo, &hi);
-  return r;
-}
-inline __m256i cvtpd_epi32(__m512d a) {
-  __m256d lo, hi;
-  split(&a, &lo, &hi);
-  return _mm256_set_m128i(_mm256_cvtpd_epi32(hi), _mm256_cvtpd_epi32(lo));
-}
 inline __m256 cvtpd_ps(__m512d a) {
   __m256d lo, hi;
   split(&a, &lo, &hi);
@@ -123,12 +111,10 @@ inline __m256i dpbusd_avx_epi32(__m256i acc, __m256i u, __m256i s) { return simd
 
 }  // namespace tally::emulated
 
-#define _mm512_cvtepi32_epi64(a) ::tally::emulated::cvtepi32_epi64(a)
 #define _mm512_cvttps_epi32(a) ::tally::emulated::cvttps_epi32(a)
 #define _mm512_cvtepi8_epi32(a) ::tally::emulated::cvtepi8_epi32(a)
 #define _mm512_cvtepu8_epi32(a) ::tally::emulated::cvtepu8_epi32(a)
 #define _mm512_cvtepi32_ps(a) ::tally::emulated::cvtepi32_ps(a)
-#define _mm512_cvtpd_epi32(a) ::tally::emulated::cvtpd_epi32(a)
 #define _mm512_cvtpd_ps(a) ::tally::emulated::cvtpd_ps(a)
 #define _mm512_cvtps_pd(a) ::tally::emulated::cvtps_pd(a)
 #define _mm512_cvtph_ps(a) ::tally::emulated::cvtph_ps(a)
