@@ -102,33 +102,46 @@ TEST(GeluTanhMul, MatchesTheTanhFormInDouble) {
   }
 }
 
-// The SIMD exp (exp_simd.h) at every level against e^x in double rounded
-// once to float: equal but for rare inputs within 1e-13 of a rounding
-// boundary, and never off by more than one ulp. -inf gives exactly 0, the
-// ends of float's range overflow and underflow as expf does.
-TEST(ExpEach, CorrectlyRoundedAtEveryLevel) {
+// The SIMD exp (exp_simd.h) at every level against e^x in double: within
+// 0.55 ulp where the result is normal (glibc's expf, the scalar twin: 0.502),
+// so rounded as a correctly rounded float would be but for about 0.8% of
+// inputs (glibc: 0.05%), and then to the neighbouring float, never further.
+// The SIMD levels give the same bits as each other, subnormal results
+// included. -inf gives exactly 0, the ends of float's range overflow and
+// underflow as expf does.
+TEST(ExpEach, WithinOneUlpAtEveryLevel) {
   std::mt19937 rng(6);
   std::vector<float> x = random_vector(1 << 20, rng, -104, 89);
   for (float v : random_vector(1 << 16, rng, -1e-3f, 1e-3f)) x.push_back(v);
+  for (float v : random_vector(1 << 12, rng, -104, -87)) x.push_back(v);  // subnormal results
   for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 88.72f, 88.73f, 100.0f, -87.3f, -103.9f, -104.0f, -150.0f, -1e30f})
     x.push_back(v);
   x.push_back(std::numeric_limits<float>::infinity());
   x.push_back(-std::numeric_limits<float>::infinity());
   const int64_t n = static_cast<int64_t>(x.size()) - 3;  // not a multiple of 8 or 16: the tails run too
+  std::vector<float> first_simd;
   for (SimdLevel level : {SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512Vnni}) {
     if (!simd_supported(level)) continue;
     std::vector<float> out(n);
     kernels_at(level).exp_each(x.data(), out.data(), n);
     int64_t misrounded = 0;
+    double max_ulp = 0;
     for (int64_t i = 0; i < n; ++i) {
-      const float want = static_cast<float>(std::exp(static_cast<double>(x[i])));
+      const double exact = std::exp(static_cast<double>(x[i]));
+      const float want = static_cast<float>(exact);
+      if (std::isnormal(want))
+        max_ulp = std::max(max_ulp, std::fabs(out[i] - exact) / std::ldexp(1.0, std::ilogb(want) - 23));
       if (out[i] == want) continue;
       ++misrounded;
-      ASSERT_TRUE(std::isfinite(want) && want != 0) << simd_level_name(level) << " x=" << x[i];
+      ASSERT_TRUE(std::isfinite(want)) << simd_level_name(level) << " x=" << x[i];
       ASSERT_EQ(std::nextafter(want, out[i]), out[i]) << simd_level_name(level) << " x=" << x[i];
     }
-    // glibc's expf (the scalar twin) is within 0.502 ulp, not correctly rounded.
-    EXPECT_LE(misrounded, level == SimdLevel::Scalar ? n / 1000 : 2) << simd_level_name(level);
+    EXPECT_LE(max_ulp, level == SimdLevel::Scalar ? 0.502 : 0.55) << simd_level_name(level);
+    EXPECT_LE(misrounded, level == SimdLevel::Scalar ? n / 1000 : n / 100) << simd_level_name(level);
+    if (level != SimdLevel::Scalar) {
+      if (first_simd.empty()) first_simd = out;
+      EXPECT_EQ(out, first_simd) << simd_level_name(level);
+    }
     const float specials[] = {-std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity(), 0.0f};
     float got[3];
     kernels_at(level).exp_each(specials, got, 3);
