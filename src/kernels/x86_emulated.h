@@ -4,7 +4,8 @@
 // compiled without their instruction sets and include this instead of
 // <immintrin.h>, so their kernels run (slowly) and are checked against the
 // scalar twins on a CPU that has neither. SIMDe (Debian's libsimde-dev)
-// provides the intrinsics; the few its 0.7.4 lacks are written below with the
+// provides the intrinsics; the few its 0.7.4 lacks (or, as scalef, gets wrong
+// at the ends of the range) are written below with the
 // lane semantics of Intel's reference, each from AVX2 halves.
 #if !defined(TALLY_EMULATE_SIMD)
 #error "x86_emulated.h is for TALLY_EMULATE_SIMD builds"
@@ -22,6 +23,8 @@
 #pragma GCC diagnostic pop
 #endif
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -37,11 +40,6 @@ inline void split(const void* in, void* lo, void* hi) {
   std::memcpy(hi, static_cast<const char*>(in) + 32, 32);
 }
 
-inline __m256 cvtpd_ps(__m512d a) {
-  __m256d lo, hi;
-  split(&a, &lo, &hi);
-  return _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo));
-}
 inline __m512i cvtepi8_epi32(__m128i a) {
   const __m256i lo = _mm256_cvtepi8_epi32(a), hi = _mm256_cvtepi8_epi32(_mm_unpackhi_epi64(a, a));
   __m512i r;
@@ -68,12 +66,6 @@ inline __m512i cvttps_epi32(__m512 a) {
   const __m256i ilo = _mm256_cvttps_epi32(lo), ihi = _mm256_cvttps_epi32(hi);
   __m512i r;
   join(&r, &ilo, &ihi);
-  return r;
-}
-inline __m512d cvtps_pd(__m256 a) {
-  const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(a)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1));
-  __m512d r;
-  join(&r, &lo, &hi);
   return r;
 }
 inline __m512 cvtph_ps(__m256i a) {
@@ -106,6 +98,17 @@ inline float reduce_max_ps(__m512 a) {
   const __m128 m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
   return _mm_cvtss_f32(_mm_max_ss(m2, _mm_movehdup_ps(m2)));
 }
+// a 2^floor(b) for finite b, rounded once. SIMDe's multiplies by 2^floor(b),
+// which overflows for b >= 128 and flushes subnormals.
+inline __m512 scalef_ps(__m512 a, __m512 b) {
+  float x[16], e[16];
+  std::memcpy(x, &a, sizeof(x));
+  std::memcpy(e, &b, sizeof(e));
+  for (int i = 0; i < 16; ++i) x[i] = std::scalbnf(x[i], static_cast<int>(std::clamp(std::floor(e[i]), -1000.0f, 1000.0f)));
+  __m512 r;
+  std::memcpy(&r, x, sizeof(r));
+  return r;
+}
 // AVX-VNNI's vpdpbusd is AVX-512 VNNI's on 256 bits, with a VEX encoding.
 inline __m256i dpbusd_avx_epi32(__m256i acc, __m256i u, __m256i s) { return simde_mm256_dpbusd_epi32(acc, u, s); }
 
@@ -115,11 +118,11 @@ inline __m256i dpbusd_avx_epi32(__m256i acc, __m256i u, __m256i s) { return simd
 #define _mm512_cvtepi8_epi32(a) ::tally::emulated::cvtepi8_epi32(a)
 #define _mm512_cvtepu8_epi32(a) ::tally::emulated::cvtepu8_epi32(a)
 #define _mm512_cvtepi32_ps(a) ::tally::emulated::cvtepi32_ps(a)
-#define _mm512_cvtpd_ps(a) ::tally::emulated::cvtpd_ps(a)
-#define _mm512_cvtps_pd(a) ::tally::emulated::cvtps_pd(a)
 #define _mm512_cvtph_ps(a) ::tally::emulated::cvtph_ps(a)
 #define _mm512_mask_loadu_ps(src, k, p) ::tally::emulated::mask_loadu_ps(src, k, p)
 #define _mm512_mask_storeu_ps(p, k, a) ::tally::emulated::mask_storeu_ps(p, k, a)
+#undef _mm512_scalef_ps  // SIMDe's, replaced
+#define _mm512_scalef_ps(a, b) ::tally::emulated::scalef_ps(a, b)
 #define _mm512_reduce_max_ps(a) ::tally::emulated::reduce_max_ps(a)
 #define _mm512_shuffle_f32x4(a, b, imm) simde_mm512_shuffle_f32x4(a, b, imm)
 #define _mm256_dpbusd_avx_epi32(acc, u, s) ::tally::emulated::dpbusd_avx_epi32(acc, u, s)
