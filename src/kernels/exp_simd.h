@@ -15,7 +15,7 @@ namespace {  // internal linkage: each SIMD file keeps its own copies
 namespace exp_f32 {
 // x is clamped to [kLo, kHi] (e^x is 0 below, infinite above). Then
 // x = (16 k + j) ln2/16 + r, |r| <= ln2/32: e^x = 2^k * 2^(j/16) * e^r.
-// 2^(j/16) = kHi16[j] + kLo16[j] (two floats: 48 bits), e^r - 1 = q by Taylor
+// 2^(j/16) = kPow2Hi[j] + kPow2Lo[j] (two floats: 48 bits), e^r - 1 = q by Taylor
 // to degree 4 (truncation 4e-11), and 2^(j/16) e^r = hi + (hi q + lo) rounds
 // once, at the add. n = 16 k + j comes from adding kShift (1.5 * 2^23): the
 // sum's low bits are n in two's complement, so j is its low 4 bits.
