@@ -53,9 +53,12 @@ template <class Loop>
 double time_on_threads(ThreadPool& pool, int threads, int64_t iters, Loop loop) {
   std::vector<int64_t> sink(threads);
   const auto t0 = Clock::now();
-  pool.parallel_for(threads, [&](int64_t b, int64_t e, int w) {
-    for (int64_t i = b; i < e; ++i) sink[w] += static_cast<int64_t>(loop(iters));
-  });
+  pool.parallel_for(
+      threads,
+      [&](int64_t b, int64_t e, int w) {
+        for (int64_t i = b; i < e; ++i) sink[w] += static_cast<int64_t>(loop(iters));
+      },
+      1, ThreadPool::Balance::Static);
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
@@ -108,12 +111,16 @@ MachineLimits probe_machine(int threads) {
                                                      [](uint8_t* p) { std::free(p); });
   const int64_t chunks = 1024;
   const size_t chunk = bytes / chunks;
-  pool.parallel_for(chunks, [&](int64_t b, int64_t e, int) { std::memset(buf.get() + b * chunk, 1, (e - b) * chunk); });
+  constexpr auto kStatic = ThreadPool::Balance::Static;  // each thread reads the part it touched first
+  pool.parallel_for(
+      chunks, [&](int64_t b, int64_t e, int) { std::memset(buf.get() + b * chunk, 1, (e - b) * chunk); }, 1, kStatic);
   std::vector<uint64_t> sink(threads);
   double best = 0;
   for (int pass = 0; pass < 3; ++pass) {
     const auto t0 = Clock::now();
-    pool.parallel_for(chunks, [&](int64_t b, int64_t e, int w) { sink[w] += read_sum(buf.get() + b * chunk, (e - b) * chunk); });
+    pool.parallel_for(
+        chunks, [&](int64_t b, int64_t e, int w) { sink[w] += read_sum(buf.get() + b * chunk, (e - b) * chunk); }, 1,
+        kStatic);
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     best = std::max(best, static_cast<double>(bytes) / s / 1e9);
   }
