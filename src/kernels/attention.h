@@ -51,8 +51,9 @@ void attention_merge(const float* partials, int64_t n_chunks, int64_t n_q, int64
 
 // Queries of a causal prompt taken kAttentionTokens at a time (attend_tokens):
 // the keys and values of a chunk are read, converted and multiplied once for
-// all of them.
-inline constexpr int64_t kAttentionTokens = 4;
+// all of them (8: SmolLM2's 3 heads per kv head make three groups of 8 rows
+// for the AVX-512 kernels, which convert the keys once per group).
+inline constexpr int64_t kAttentionTokens = 8;
 // What attend_tokens() needs as scratch for up to kAttentionTokens queries of
 // n_q heads whose last sees n_keys keys.
 inline int64_t attention_tokens_scratch_floats(int64_t n_q, int64_t head_dim, int64_t n_keys) {
