@@ -72,12 +72,12 @@ void ThreadPool::call(int64_t c0, int64_t c1, int worker) {
 }
 
 void ThreadPool::run(int worker) {
-  const int64_t chunks = (n_ + grain_ - 1) / grain_;
+  int64_t c0 = 0, c1 = 0;
   if (balance_ == Balance::Static) {
-    call(chunks * worker / n_threads_, chunks * (worker + 1) / n_threads_, worker);
+    share(worker, c0, c1);
+    call(c0, c1, worker);
     return;
   }
-  int64_t c0 = 0, c1 = 0;
   while (claim(shares_[worker].span, false, c0, c1)) call(c0, c1, worker);
   // Shares only shrink, so one pass over the others leaves every one empty.
   for (int k = 1; k < n_threads_; ++k)
@@ -93,14 +93,15 @@ void ThreadPool::parallel_for(int64_t n, const RangeFn& fn, int64_t grain, Balan
   fn_ = &fn;
   n_ = n;
   grain_ = std::max<int64_t>(1, grain);
-  const int64_t chunks = (n_ + grain_ - 1) / grain_;
+  chunks_ = (n_ + grain_ - 1) / grain_;
   // A share's bounds are 32-bit; a job of 2^32 grains or more (none today) runs statically.
-  balance_ = chunks >> 32 ? Balance::Static : balance;
+  balance_ = chunks_ >> 32 ? Balance::Static : balance;
   if (balance_ == Balance::Steal)
-    for (int w = 0; w < n_threads_; ++w)
-      shares_[w].span.store(pack(static_cast<uint64_t>(chunks * w / n_threads_),
-                                 static_cast<uint64_t>(chunks * (w + 1) / n_threads_)),
-                            std::memory_order_relaxed);
+    for (int w = 0; w < n_threads_; ++w) {
+      int64_t c0 = 0, c1 = 0;
+      share(w, c0, c1);
+      shares_[w].span.store(pack(static_cast<uint64_t>(c0), static_cast<uint64_t>(c1)), std::memory_order_relaxed);
+    }
   pending_.store(n_threads_ - 1, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lk(mu_);

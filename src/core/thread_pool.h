@@ -51,12 +51,17 @@ class ThreadPool {
   void worker_loop(int worker);
   void run(int worker);
   void call(int64_t c0, int64_t c1, int worker);
+  // Worker w's share of the job's grains: [c0, c1).
+  void share(int w, int64_t& c0, int64_t& c1) const {
+    c0 = chunks_ * w / n_threads_;
+    c1 = chunks_ * (w + 1) / n_threads_;
+  }
 
   int n_threads_;
   std::vector<std::thread> threads_;
   std::unique_ptr<Share[]> shares_;
   const RangeFn* fn_ = nullptr;
-  int64_t n_ = 0, grain_ = 1;
+  int64_t n_ = 0, grain_ = 1, chunks_ = 0;  // chunks_: the job's grains
   Balance balance_ = Balance::Steal;
   std::atomic<uint64_t> epoch_{0};
   std::atomic<int> pending_{0};
