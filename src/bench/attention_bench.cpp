@@ -39,7 +39,7 @@ AttentionBenchResult run_attention_benchmark(const AttentionBenchOptions& o) {
     fail("the attention benchmark needs a model shape with query heads a multiple of kv heads");
   if (o.reps < 1) fail("-r must be at least 1, got {}", o.reps);
   if (o.prefill_queries < 1 || o.prefill_keys < 1) fail("the prefill-like test needs queries and keys");
-  int64_t n = o.prefill_keys;
+  int64_t n = o.prefill_keys + o.prefill_queries;
   for (int64_t d : o.depths) {
     if (d < 1) fail("-d values must be at least 1 with --attention, got {}", d);
     n = std::max(n, d);
@@ -82,6 +82,17 @@ AttentionBenchResult run_attention_benchmark(const AttentionBenchOptions& o) {
       for (int64_t h = 0; h < s.n_kv_head; ++h)
         attend_group(q.data() + i * group * s.head_dim, group, kv0, h, o.prefill_keys, scale, scratch.data(),
                      out.data());
+  });
+  // Query i sits at position prefill_keys + i: it sees the keys before it and itself.
+  const int64_t last = o.prefill_keys + o.prefill_queries;
+  std::vector<float> tokens_scratch(static_cast<size_t>(attention_tokens_scratch_floats(group, s.head_dim, last)));
+  std::vector<float> tokens_out(static_cast<size_t>(kAttentionTokens * group * s.head_dim));
+  const int64_t q_stride = group * s.head_dim;
+  r.prefill_path_ms = median_ms(o.reps, [&] {
+    for (int64_t i = 0; i < o.prefill_queries; i += kAttentionTokens)
+      for (int64_t h = 0; h < s.n_kv_head; ++h)
+        attend_tokens(q.data() + i * q_stride, q_stride, std::min(kAttentionTokens, o.prefill_queries - i), group,
+                      kv0, h, o.prefill_keys + i + 1, scale, tokens_scratch.data(), tokens_out.data(), q_stride);
   });
   return r;
 }

@@ -141,6 +141,7 @@ if [ -f "$model" ]; then
   expect_ok "greedy run, q4_0 cache, scalar" "Paris" "$tally" run -p "The capital of France is" -n 4 --temp 0 --cache-type q4_0 --simd scalar
   expect_error "unknown kernel level" "--simd must be" "$tally" run -p hi --simd sse9
   expect_ok "attention kernels alone" "attention at depth 300 \(30 layers x 3 kv heads\)" "$tally" bench --attention --no-probe -d 300 -r 1 --cache-type q4_0
+  expect_ok "prefill-path attention" "prefill path: 64 causal queries after 2048 keys, [0-9]+ at a time, one layer \| [0-9.]+ \|" "$tally" bench --attention --no-probe -d 300 -r 1
   expect_error "attention benchmark at depth 0" "-d values must be at least 1 with --attention" "$tally" bench --attention --no-probe -d 0
   # A stream's window is checked before it starts, not at its first slide.
   expect_error "sinks larger than the window" "--window 16 is too small for --sinks 40" "$tally" run --stream --sinks 40 --window 16 -p hi -n 1

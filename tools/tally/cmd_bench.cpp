@@ -15,6 +15,7 @@
 #include "output.h"
 #include "core/byte_size.h"
 #include "core/error.h"
+#include "kernels/attention.h"
 #include "kernels/cpu_features.h"
 #include "kv/kv_shape.h"
 #include "model_options.h"
@@ -58,7 +59,8 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--batch", o->batch, "Token budget of one step with --parallel")->capture_default_str();
   cmd->add_flag("--attention", o->attention,
                 "Time the attention kernels alone, one thread, in CPU time: a decode step's attention at each -d "
-                "(default 8000) on a cache of the model's shape and --cache-type, and 64 queries x 2048 keys");
+                "(default 8000) on a cache of the model's shape and --cache-type, 64 queries x 2048 keys one at a time, "
+                "and the prefill path: 64 causal queries after 2048 keys");
   cmd->add_option("--ttft", o->ttft,
                   "Time to first token of a -p token prompt, cold and with its first N tokens in the prefix cache");
   cmd->callback([o, depths] {
@@ -113,7 +115,7 @@ void add_bench(CLI::App& app) {
         for (const auto& row : r.decode) jr.push_back({{"depth", row.depth}, {"decode_attention_ms", row.decode_ms}});
         j["attention"] = {{"cache_type", dtype_name(ab.cache_type)}, {"kernels", simd_level_name(simd_level())},
                           {"decode", jr}, {"prefill_queries", ab.prefill_queries}, {"prefill_keys", ab.prefill_keys},
-                          {"prefill_ms", r.prefill_ms}};
+                          {"prefill_ms", r.prefill_ms}, {"prefill_path_ms", r.prefill_path_ms}};
         print_json(j, 2);
         return;
       }
@@ -124,6 +126,8 @@ void add_bench(CLI::App& app) {
         fmt::print("| decode step's attention at depth {} ({} layers x {} kv heads) | {:.2f} |\n", row.depth,
                    c.n_layer, c.n_kv_head, row.decode_ms);
       fmt::print("| {} queries x {} keys, one layer | {:.2f} |\n", ab.prefill_queries, ab.prefill_keys, r.prefill_ms);
+      fmt::print("| prefill path: {} causal queries after {} keys, {} at a time, one layer | {:.2f} |\n",
+                 ab.prefill_queries, ab.prefill_keys, kAttentionTokens, r.prefill_path_ms);
       return;
     }
     if (o->ttft > 0) {
