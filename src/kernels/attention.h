@@ -51,14 +51,16 @@ void attention_merge(const float* partials, int64_t n_chunks, int64_t n_q, int64
 
 // Queries of a causal prompt taken kAttentionTokens at a time (attend_tokens):
 // the keys and values of a chunk are read, converted and multiplied once for
-// all of them (8: SmolLM2's 3 heads per kv head make three groups of 8 rows
-// for the AVX-512 kernels, which convert the keys once per group).
-inline constexpr int64_t kAttentionTokens = 8;
+// all of them (16: SmolLM2's 3 heads per kv head make 48 rows, three full
+// 16-lane blocks for the AVX-512 kernels, which put rows in vector lanes).
+inline constexpr int64_t kAttentionTokens = 16;
+// Rows rounded up to whole blocks of 16 (kernels that put rows in vector lanes).
+inline int64_t attention_lane_rows(int64_t rows) { return (rows + 15) / 16 * 16; }
 // What attend_tokens() needs as scratch for up to kAttentionTokens queries of
 // n_q heads whose last sees n_keys keys.
 inline int64_t attention_tokens_scratch_floats(int64_t n_q, int64_t head_dim, int64_t n_keys) {
-  const int64_t rows = kAttentionTokens * n_q;
-  return attention_score_floats(rows) + 2 * rows * head_dim +
+  const int64_t rows = kAttentionTokens * n_q, lane_rows = attention_lane_rows(rows);
+  return lane_rows * kAttentionChunk + (2 * lane_rows + rows + kAttentionChunk) * head_dim + 2 * rows +
          kAttentionTokens * attention_chunks(n_keys) * attention_partial_floats(n_q, head_dim);
 }
 

@@ -382,9 +382,247 @@ void weighted_sum_q(float* out, int64_t n_q, const float* w, int64_t stride, con
   });
 }
 
+// --- A prefill's many rows against the same keys: rows in vector lanes ---
+// A chunk of attend_tokens for F32 / F16 caches with the rows (query i's head
+// h: row i * n_q + h) in the lanes of 16-row blocks: one broadcast of a key or
+// value element meets 16 rows in one FMA, each key and value is converted
+// once for all rows, and no score needs a horizontal sum. Every score, softmax
+// sum and output takes attend_group's steps in attend_group's order (the
+// vertical adds follow hsum16's tree), so the results are its bits.
+
+// Widest head taken (one key converted on the stack).
+constexpr int64_t kLanesMaxHead = 256;
+
+// One key's scores for NB row blocks (qt: rows_in_lanes, `qb` floats per
+// block): lane_tree<Span> sums lanes l, l + Span, ... of the 16 lane sums, a
+// leaf (Span 16) being lane l's FMA chain over the head's 16-float slices.
+template <int NB, int ND, int Span>
+TALLY_ALWAYS_INLINE void lane_tree(const float* qt, int64_t qb, const float* k, int64_t n, int l, __m512* out) {
+  if constexpr (Span == 16) {
+    const int64_t nd = ND > 0 ? ND : n / 16;
+    const int64_t step = ND > 0 ? 256 * ND : qb;  // a constant: one base register for every load
+    for (int b = 0; b < NB; ++b) out[b] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nd; ++i) {
+      const __m512 kv = _mm512_set1_ps(k[16 * i + l]);
+      for (int b = 0; b < NB; ++b)
+        out[b] = _mm512_fmadd_ps(_mm512_loadu_ps(qt + b * step + (16 * i + l) * 16), kv, out[b]);
+    }
+  } else {
+    __m512 lo[NB], hi[NB];
+    lane_tree<NB, ND, Span * 2>(qt, qb, k, n, l, lo);
+    lane_tree<NB, ND, Span * 2>(qt, qb, k, n, l + Span, hi);
+    for (int b = 0; b < NB; ++b) out[b] = _mm512_add_ps(lo[b], hi[b]);
+  }
+}
+
+// st[j * R + r] = row r's score of key j, for m keys `step` bytes apart and NB blocks of rows.
+template <int NB, int ND, bool kF32>
+void dots_lanes_t(const float* qt, int64_t qb, const uint8_t* k, int64_t m, uint64_t step, int64_t n, float scale,
+                  float* st, int64_t R) {
+  const __m512 vscale = _mm512_set1_ps(scale);
+  alignas(64) float kf[kLanesMaxHead];
+  for (int64_t j = 0; j < m; ++j, k += step) {
+    const float* key = reinterpret_cast<const float*>(k);
+    if constexpr (!kF32) {
+      for (int64_t d = 0; d < n; d += 16) _mm512_store_ps(kf + d, load16<false>(k, d));
+      key = kf;
+    }
+    // The broadcasts are to be loads from kf (g++ would make them shuffles of
+    // the converted vectors), and qt is read where it is used, not copied to
+    // the stack ahead of the loop.
+    asm volatile("" ::: "memory");
+    __m512 sc[NB];
+    lane_tree<NB, ND, 1>(qt, qb, key, n, 0, sc);
+    for (int b = 0; b < NB; ++b) _mm512_storeu_ps(st + j * R + 16 * b, _mm512_mul_ps(sc[b], vscale));
+  }
+}
+
+template <int NB>
+void dots_lanes_n(const float* qt, int64_t qb, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t,
+                  float scale, float* st, int64_t R) {
+  const bool f32 = t == DType::F32;
+  if (n == 64) {
+    if (f32) return dots_lanes_t<NB, 4, true>(qt, qb, k, m, step, n, scale, st, R);
+    return dots_lanes_t<NB, 4, false>(qt, qb, k, m, step, n, scale, st, R);
+  }
+  if (n == 128) {
+    if (f32) return dots_lanes_t<NB, 8, true>(qt, qb, k, m, step, n, scale, st, R);
+    return dots_lanes_t<NB, 8, false>(qt, qb, k, m, step, n, scale, st, R);
+  }
+  if (f32) return dots_lanes_t<NB, 0, true>(qt, qb, k, m, step, n, scale, st, R);
+  dots_lanes_t<NB, 0, false>(qt, qb, k, m, step, n, scale, st, R);
+}
+
+// All R / 16 row blocks, up to 4 at a time (their adding trees in registers).
+void dots_lanes(const float* qt, int64_t R, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t,
+                float scale, float* st) {
+  const int64_t qb = 16 * n;
+  for (int64_t b0 = 0; b0 < R / 16; b0 += 4) {
+    const float* q = qt + b0 * qb;
+    float* out = st + 16 * b0;
+    switch (std::min<int64_t>(4, R / 16 - b0)) {
+      case 1: dots_lanes_n<1>(q, qb, k, m, step, n, t, scale, out, R); break;
+      case 2: dots_lanes_n<2>(q, qb, k, m, step, n, t, scale, out, R); break;
+      case 3: dots_lanes_n<3>(q, qb, k, m, step, n, t, scale, out, R); break;
+      default: dots_lanes_n<4>(q, qb, k, m, step, n, t, scale, out, R); break;
+    }
+  }
+}
+
+// The softmax of one row block down the m keys of st (stride R): lane r's
+// keys j < seen[r] become exp(s - max), the others 0, and max and sum come
+// out as exp_sum gives them (its lane sums are acc[j % 16] here, added in its
+// tree). A lane with a score that is not finite takes exp_sum itself.
+void softmax_lanes(float* st, int64_t R, int64_t m, const int32_t* seen, float* mx, float* sum) {
+  const __m512i vseen = _mm512_loadu_si512(seen);
+  const __m512 zero = _mm512_setzero_ps();
+  __m512 vmax = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __m512 bad = zero;  // sum of x * 0: NaN in a lane once it sees an inf or NaN score
+  for (int64_t j = 0; j < m; ++j) {
+    const __mmask16 in = _mm512_cmpgt_epi32_mask(vseen, _mm512_set1_epi32(static_cast<int32_t>(j)));
+    const __m512 x = _mm512_loadu_ps(st + j * R);
+    vmax = _mm512_mask_max_ps(vmax, in, vmax, x);
+    bad = _mm512_mask3_fmadd_ps(x, zero, bad, in);
+  }
+  const __mmask16 odd = _mm512_cmp_ps_mask(bad, zero, _CMP_NEQ_UQ);
+  alignas(64) float odd_max[16], odd_sum[16];
+  for (int r = 0; r < 16; ++r) {
+    if (!(odd >> r & 1)) continue;
+    float col[kAttentionChunk];
+    for (int64_t j = 0; j < seen[r]; ++j) col[j] = st[j * R + r];
+    if (!exp_sum(col, seen[r], &odd_max[r], &odd_sum[r])) odd_sum[r] = ScalarOps::exp_sum(col, seen[r], &odd_max[r]);
+    for (int64_t j = 0; j < m; ++j) st[j * R + r] = j < seen[r] ? col[j] : 0.0f;
+  }
+  // Whole groups of 16 keys (st has kAttentionChunk of them), so that acc
+  // stays in registers: the keys past m are past every lane's seen, weigh 0.
+  __m512 acc[16];
+  for (int l = 0; l < 16; ++l) acc[l] = zero;
+  for (int64_t j0 = 0; j0 < m; j0 += 16)
+#pragma GCC unroll 16
+    for (int l = 0; l < 16; ++l) {
+      float* x = st + (j0 + l) * R;
+      const __mmask16 in = _mm512_cmpgt_epi32_mask(vseen, _mm512_set1_epi32(static_cast<int32_t>(j0 + l)));
+      const __m512 e = _mm512_maskz_mov_ps(in, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(in, x), vmax)));
+      _mm512_mask_storeu_ps(x, static_cast<__mmask16>(~odd), e);
+      acc[l] = _mm512_add_ps(acc[l], e);
+    }
+  for (int s = 8; s > 0; s /= 2)
+    for (int l = 0; l < s; ++l) acc[l] = _mm512_add_ps(acc[l], acc[l + s]);
+  _mm512_storeu_ps(mx, _mm512_mask_load_ps(vmax, odd, odd_max));
+  _mm512_storeu_ps(sum, _mm512_mask_load_ps(acc[0], odd, odd_sum));
+}
+
+// o (NB row blocks x 8 dimensions, as O^T at oT[d * R + r]) = the weights of
+// keys [0, m) (wt[j * R + r]) times their values (vf[j * n + d]), each sum an
+// FMA chain from 0 in key order as in weighted_sum_t.
+template <int NB>
+TALLY_ALWAYS_INLINE void values_lanes_t(const float* wt, int64_t R, const float* vf, int64_t n, int64_t m, float* oT) {
+  __m512 acc[NB][8];
+  for (int b = 0; b < NB; ++b)
+    for (int t = 0; t < 8; ++t) acc[b][t] = _mm512_setzero_ps();
+  for (int64_t j = 0; j < m; ++j) {
+    __m512 w[NB];
+    for (int b = 0; b < NB; ++b) w[b] = _mm512_loadu_ps(wt + j * R + 16 * b);
+    for (int t = 0; t < 8; ++t) {
+      const __m512 v = _mm512_set1_ps(vf[j * n + t]);
+      for (int b = 0; b < NB; ++b) acc[b][t] = _mm512_fmadd_ps(w[b], v, acc[b][t]);
+    }
+  }
+  for (int b = 0; b < NB; ++b)
+    for (int t = 0; t < 8; ++t) _mm512_storeu_ps(oT + t * R + 16 * b, acc[b][t]);
+}
+
+// t[i] = column i of the 16 x 16 floats at m (rows `stride` floats apart).
+TALLY_ALWAYS_INLINE void transpose16(const float* m, int64_t stride, __m512* t) {
+  __m512 a[16], b[16];
+  for (int i = 0; i < 8; ++i) {  // 128-bit lane c: rows 2i, 2i + 1 interleaved, columns 4c, 4c + 1 | 4c + 2, 4c + 3
+    const __m512 x = _mm512_loadu_ps(m + 2 * i * stride), y = _mm512_loadu_ps(m + (2 * i + 1) * stride);
+    a[2 * i] = _mm512_unpacklo_ps(x, y);
+    a[2 * i + 1] = _mm512_unpackhi_ps(x, y);
+  }
+  for (int i = 0; i < 4; ++i) {  // b[4i + c], 128-bit lane k: rows 4i .. 4i + 3 of column 4k + c
+    const __m512d p = _mm512_castps_pd(a[4 * i]), q = _mm512_castps_pd(a[4 * i + 2]);
+    const __m512d u = _mm512_castps_pd(a[4 * i + 1]), v = _mm512_castps_pd(a[4 * i + 3]);
+    b[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(p, q));
+    b[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(p, q));
+    b[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(u, v));
+    b[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(u, v));
+  }
+  for (int c = 0; c < 4; ++c) {  // column 4k + c: lane k of b[c], b[4 + c], b[8 + c], b[12 + c]
+    const __m512 e0 = _mm512_shuffle_f32x4(b[c], b[4 + c], _MM_SHUFFLE(2, 0, 2, 0));
+    const __m512 e1 = _mm512_shuffle_f32x4(b[8 + c], b[12 + c], _MM_SHUFFLE(2, 0, 2, 0));
+    const __m512 o0 = _mm512_shuffle_f32x4(b[c], b[4 + c], _MM_SHUFFLE(3, 1, 3, 1));
+    const __m512 o1 = _mm512_shuffle_f32x4(b[8 + c], b[12 + c], _MM_SHUFFLE(3, 1, 3, 1));
+    t[c] = _mm512_shuffle_f32x4(e0, e1, _MM_SHUFFLE(2, 0, 2, 0));
+    t[8 + c] = _mm512_shuffle_f32x4(e0, e1, _MM_SHUFFLE(3, 1, 3, 1));
+    t[4 + c] = _mm512_shuffle_f32x4(o0, o1, _MM_SHUFFLE(2, 0, 2, 0));
+    t[12 + c] = _mm512_shuffle_f32x4(o0, o1, _MM_SHUFFLE(3, 1, 3, 1));
+  }
+}
+
+// One chunk [b, e) of attend_tokens with the rows in lanes: o (rows, n) the
+// value sums, mx / sum the softmax of each row that sees a key of the chunk
+// (seen: per token, its keys in the chunk). Scratch: st (C x R) and work
+// ((C + R) x n: the values as floats, then the sums as O^T), R the rows
+// rounded up to 16.
+void tokens_chunk_lanes(const float* qt, int64_t n_tokens, int64_t n_q, const int64_t* seen, const KvLayerView& kv,
+                        int64_t g, int64_t b, int64_t e, float scale, float* st, float* work, float* o, float* mx,
+                        float* sum) {
+  const int64_t n = kv.head_dim, rows = n_tokens * n_q, R = attention_lane_rows(rows), m = e - b;
+  float* vf = work;
+  float* oT = work + kAttentionChunk * n;
+  for (KvRuns r(kv, kv.k_layer, g, b, e); r.next();)
+    dots_lanes(qt, R, r.ptr, r.count, r.step, n, kv.type, scale, st + (r.pos - b) * R);
+  for (int64_t r0 = 0; r0 < R; r0 += 16) {
+    alignas(64) int32_t lane_seen[16];
+    for (int64_t r = 0; r < 16; ++r)
+      lane_seen[r] = r0 + r < rows ? static_cast<int32_t>(seen[(r0 + r) / n_q]) : 0;
+    alignas(64) float lane_mx[16], lane_sum[16];
+    softmax_lanes(st + r0, R, m, lane_seen, lane_mx, lane_sum);
+    for (int64_t r = 0; r < 16 && r0 + r < rows; ++r) {
+      mx[r0 + r] = lane_mx[r];
+      sum[r0 + r] = lane_sum[r];
+    }
+  }
+  const bool f32 = kv.type == DType::F32;
+  for (KvRuns r(kv, kv.v_layer, g, b, e); r.next();)
+    for (int64_t j = 0; j < r.count; ++j)
+      for (int64_t d = 0; d < n; d += 16)
+        _mm512_storeu_ps(vf + (r.pos - b + j) * n + d,
+                         f32 ? load16<true>(r.ptr + j * r.step, d) : load16<false>(r.ptr + j * r.step, d));
+  for (int64_t b0 = 0; b0 < R / 16; b0 += 3)
+    for (int64_t d = 0; d < n; d += 8) {
+      const float* wt = st + 16 * b0;
+      float* ot = oT + d * R + 16 * b0;
+      switch (std::min<int64_t>(3, R / 16 - b0)) {
+        case 1: values_lanes_t<1>(wt, R, vf + d, n, m, ot); break;
+        case 2: values_lanes_t<2>(wt, R, vf + d, n, m, ot); break;
+        default: values_lanes_t<3>(wt, R, vf + d, n, m, ot); break;
+      }
+    }
+  for (int64_t r0 = 0; r0 < rows; r0 += 16)
+    for (int64_t d = 0; d < n; d += 16) {
+      __m512 t[16];
+      transpose16(oT + d * R + r0, R, t);
+      for (int64_t r = 0; r < 16 && r0 + r < rows; ++r) _mm512_storeu_ps(o + (r0 + r) * n + d, t[r]);
+    }
+}
+
+// Whether tokens_chunk_lanes takes this cache.
+bool lanes_take(const KvLayerView& kv) {
+  return (kv.type == DType::F32 || kv.type == DType::F16) && kv.head_dim % 16 == 0 && kv.head_dim <= kLanesMaxHead;
+}
+
 }  // namespace avx512
 
 struct Avx512Ops {
+  static constexpr bool kRowLanes = true;
+  static bool lanes_take(const KvLayerView& kv) { return avx512::lanes_take(kv); }
+  static void tokens_chunk_lanes(const float* qt, int64_t n_tokens, int64_t n_q, const int64_t* seen,
+                                 const KvLayerView& kv, int64_t g, int64_t b, int64_t e, float scale, float* st,
+                                 float* work, float* o, float* mx, float* sum) {
+    avx512::tokens_chunk_lanes(qt, n_tokens, n_q, seen, kv, g, b, e, scale, st, work, o, mx, sum);
+  }
   static void dots_block_q(const QueryBlock* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n,
                            DType t, float scale, float* scores, int64_t stride) {
     avx512::dots_block_q(q, n_q, k, m, step, n, t, scale, scores, stride);

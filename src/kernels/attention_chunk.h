@@ -103,51 +103,79 @@ void attend_group_impl(const float* q, int64_t n_q, const KvLayerView& kv, int64
   attention_merge(partials, used, n_q, kv.head_dim, out);
 }
 
+// The rows of n_tokens queries of n_q heads (query i at q + i * q_stride; row
+// i * n_q + h) dimension-major in blocks of 16 rows: qt[(b * n + d) * 16 + r] =
+// row 16b + r's value d, zero past the last row (what Ops::tokens_chunk_lanes takes).
+inline void rows_in_lanes(const float* q, int64_t q_stride, int64_t n_tokens, int64_t n_q, int64_t n, float* qt) {
+  const int64_t rows = n_tokens * n_q;
+  std::fill_n(qt, attention_lane_rows(rows) * n, 0.0f);
+  for (int64_t row = 0; row < rows; ++row) {
+    const float* src = q + (row / n_q) * q_stride + (row % n_q) * n;
+    for (int64_t d = 0; d < n; ++d) qt[((row / 16) * n + d) * 16 + row % 16] = src[d];
+  }
+}
+
 // attend_group for up to kAttentionTokens causal queries at once
-// (attention.h): per chunk, one pass of dots_block and one of weighted_sum for
-// all their heads as rows (row i * n_q + h: query i's head h), a softmax per
-// row over that query's keys, zero weights for the keys past them.
+// (attention.h): per chunk, the scores of all their heads as rows (row
+// i * n_q + h: query i's head h), a softmax per row over that query's keys,
+// zero weights for the keys past them, and the value sums of all rows; then
+// each query's chunks merged. The chunk's steps are one pass of dots_block
+// and of weighted_sum over the rows, or, for Ops that have it and a cache
+// they take, tokens_chunk_lanes (the rows in vector lanes).
 template <typename Ops>
 void attend_tokens_impl(const float* q, int64_t q_stride, int64_t n_tokens, int64_t n_q, const KvLayerView& kv,
                         int64_t g, int64_t n_keys, float scale, float* scratch, float* out, int64_t out_stride) {
   constexpr int64_t C = kAttentionChunk;
-  const int64_t hd = kv.head_dim, rows = n_tokens * n_q, last = n_keys + n_tokens - 1;
-  const int64_t n_chunks = attention_chunks(last), part = attention_partial_floats(n_q, hd);
-  float* scores = scratch;                              // (rows, C)
-  float* qs = scores + attention_score_floats(rows);    // (rows, hd): the queries back to back
-  float* o = qs + rows * hd;                            // (rows, hd): one chunk's value sums
-  float* partials = o + rows * hd;                      // (n_tokens, n_chunks, part)
-  for (int64_t i = 0; i < n_tokens; ++i) std::copy_n(q + i * q_stride, n_q * hd, qs + i * n_q * hd);
+  const int64_t hd = kv.head_dim, rows = n_tokens * n_q, lane_rows = attention_lane_rows(rows);
+  const int64_t last = n_keys + n_tokens - 1, n_chunks = attention_chunks(last), part = attention_partial_floats(n_q, hd);
+  float* scores = scratch;              // (rows, C), or (C, lane_rows) with the rows in lanes
+  float* qs = scores + lane_rows * C;   // (rows, hd): the queries back to back, or in lanes (rows_in_lanes)
+  float* o = qs + lane_rows * hd;       // (rows, hd): one chunk's value sums
+  float* work = o + rows * hd;          // (C + lane_rows, hd): the lanes kernel's values and sums
+  float* mx = work + (C + lane_rows) * hd;  // per row: the chunk's maximum score
+  float* sum = mx + rows;                   // and sum of exp(score - maximum)
+  float* partials = sum + rows;             // (n_tokens, n_chunks, part)
+  bool lanes = false;
+  if constexpr (Ops::kRowLanes) lanes = Ops::lanes_take(kv);
   const bool quantized = kv_block_type(kv.type);
+  if (lanes)
+    rows_in_lanes(q, q_stride, n_tokens, n_q, hd, qs);
+  else
+    for (int64_t i = 0; i < n_tokens; ++i) std::copy_n(q + i * q_stride, n_q * hd, qs + i * n_q * hd);
   QueryBlock qb_stack[kQueryBlocksOnStack];
   std::vector<QueryBlock> qb_heap;  // the same bits as attend_chunk's per-chunk quantization
   const QueryBlock* qb = quantized ? quantized_query(qs, rows * hd, qb_stack, qb_heap) : nullptr;
-  int64_t used[kAttentionTokens] = {};
+  int64_t used[kAttentionTokens] = {}, seen[kAttentionTokens];
   // No software prefetch of keys and values here, unlike attend_chunk: a
   // prefill's tiles read the same ones over and over, from L2 or L3, and the
   // prefetch instructions cost more than they saved (at depth 2048 they were
   // 1.7% of the step, and the step 7% faster without them).
   for (int64_t c = 0; c < n_chunks; ++c) {
     const int64_t b = c * C, e = std::min(b + C, last);
-    for (KvRuns r(kv, kv.k_layer, g, b, e); r.next();) {
-      if (quantized)
-        Ops::dots_block_q(qb, rows, r.ptr, r.count, r.step, hd, kv.type, scale, scores + (r.pos - b), C);
-      else
-        Ops::dots_block(qs, rows, r.ptr, r.count, r.step, hd, kv.type, scale, scores + (r.pos - b), C);
-    }
-    for (int64_t i = 0; i < n_tokens; ++i) {
-      const int64_t seen = std::clamp<int64_t>(n_keys + i - b, 0, e - b);  // query i's keys in this chunk
-      float* p = partials + (i * n_chunks + used[i]) * part;
-      for (int64_t h = 0; h < n_q; ++h) {
-        float* w = scores + (i * n_q + h) * C;
-        if (seen > 0) p[n_q + h] = Ops::exp_sum(w, seen, p + h);
-        std::fill(w + seen, w + (e - b), 0.0f);
+    for (int64_t i = 0; i < n_tokens; ++i) seen[i] = std::clamp<int64_t>(n_keys + i - b, 0, e - b);
+    if constexpr (Ops::kRowLanes)
+      if (lanes) Ops::tokens_chunk_lanes(qs, n_tokens, n_q, seen, kv, g, b, e, scale, scores, work, o, mx, sum);
+    if (!lanes) {
+      for (KvRuns r(kv, kv.k_layer, g, b, e); r.next();) {
+        if (quantized)
+          Ops::dots_block_q(qb, rows, r.ptr, r.count, r.step, hd, kv.type, scale, scores + (r.pos - b), C);
+        else
+          Ops::dots_block(qs, rows, r.ptr, r.count, r.step, hd, kv.type, scale, scores + (r.pos - b), C);
       }
+      for (int64_t row = 0; row < rows; ++row) {
+        float* w = scores + row * C;
+        const int64_t s = seen[row / n_q];
+        if (s > 0) sum[row] = Ops::exp_sum(w, s, mx + row);
+        std::fill(w + s, w + (e - b), 0.0f);
+      }
+      Ops::weighted_sum(o, rows, scores, C, kv, g, b, e);
     }
-    Ops::weighted_sum(o, rows, scores, C, kv, g, b, e);
     for (int64_t i = 0; i < n_tokens; ++i)
-      if (n_keys + i > b) {
-        std::copy_n(o + i * n_q * hd, n_q * hd, partials + (i * n_chunks + used[i]) * part + 2 * n_q);
+      if (seen[i] > 0) {
+        float* p = partials + (i * n_chunks + used[i]) * part;
+        std::copy_n(mx + i * n_q, n_q, p);
+        std::copy_n(sum + i * n_q, n_q, p + n_q);
+        std::copy_n(o + i * n_q * hd, n_q * hd, p + 2 * n_q);
         ++used[i];
       }
   }

@@ -15,6 +15,7 @@ namespace tally {
 namespace {
 
 struct Avx2Ops {
+  static constexpr bool kRowLanes = false;
   // The key is converted once per 8 dimensions and used by every head.
   template <int NQ, bool kF32>
   static void dots_block_t(const float* q, const uint8_t* k, int64_t m, uint64_t step, int64_t n,

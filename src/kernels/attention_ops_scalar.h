@@ -55,7 +55,11 @@ inline void for_head_groups(int64_t n, F&& f) {
 //                 (n / 32 QueryBlocks per head): per block an exact integer
 //                 sum, then s = s + float(isum) * (d_k * d_q) block by block,
 //                 so every level gives the same bits.
+//   kRowLanes:    true when the level also has tokens_chunk_lanes, a whole
+//                 chunk of attend_tokens with the rows in vector lanes, for
+//                 the caches lanes_take(kv) accepts (attention_avx512.cpp).
 struct ScalarOps {
+  static constexpr bool kRowLanes = false;
   static void dots_block_q(const QueryBlock* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n,
                            DType t, float scale, float* scores, int64_t stride) {
     const int64_t nb = n / 32;
