@@ -449,18 +449,23 @@ void dots_lanes_n(const float* qt, int64_t qb, const uint8_t* k, int64_t m, uint
     if (f32) return dots_lanes_t<NB, 8, true>(qt, qb, k, m, step, n, scale, st, R);
     return dots_lanes_t<NB, 8, false>(qt, qb, k, m, step, n, scale, st, R);
   }
+  if (n == 256) {
+    if (f32) return dots_lanes_t<NB, 16, true>(qt, qb, k, m, step, n, scale, st, R);
+    return dots_lanes_t<NB, 16, false>(qt, qb, k, m, step, n, scale, st, R);
+  }
   if (f32) return dots_lanes_t<NB, 0, true>(qt, qb, k, m, step, n, scale, st, R);
   dots_lanes_t<NB, 0, false>(qt, qb, k, m, step, n, scale, st, R);
 }
 
-// All R / 16 row blocks, up to 4 at a time (their adding trees in registers).
+// All R / 16 row blocks, up to 4 at a time (their adding trees in registers)
+// and no more than keep their queries in L1 (32 KB: every key reads them all).
 void dots_lanes(const float* qt, int64_t R, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t,
                 float scale, float* st) {
-  const int64_t qb = 16 * n;
-  for (int64_t b0 = 0; b0 < R / 16; b0 += 4) {
+  const int64_t qb = 16 * n, most = std::clamp<int64_t>(512 / n, 1, 4);
+  for (int64_t b0 = 0; b0 < R / 16; b0 += most) {
     const float* q = qt + b0 * qb;
     float* out = st + 16 * b0;
-    switch (std::min<int64_t>(4, R / 16 - b0)) {
+    switch (std::min(most, R / 16 - b0)) {
       case 1: dots_lanes_n<1>(q, qb, k, m, step, n, t, scale, out, R); break;
       case 2: dots_lanes_n<2>(q, qb, k, m, step, n, t, scale, out, R); break;
       case 3: dots_lanes_n<3>(q, qb, k, m, step, n, t, scale, out, R); break;
