@@ -228,67 +228,83 @@ void check_window(DType type, int64_t head_dim, SimdLevel level) {
   }
 }
 
+// A cache of the tests' shape at `level`, its view and the head's scale.
+struct TokensSetup {
+  std::mt19937 rng;
+  Filled f;
+  KvLayerView kv;
+  float scale;
+  test::SimdLevelScope at;
+  TokensSetup(DType type, int64_t head_dim, SimdLevel level, unsigned salt)
+      : rng(static_cast<unsigned>(head_dim) * salt + static_cast<unsigned>(type)),
+        f(head_dim, type, rng),
+        kv(f.cache.view(0, f.seq)),
+        scale(1.0f / std::sqrt(static_cast<float>(head_dim))),
+        at(level) {}
+};
+
+// attend_tokens' result for each of n_tokens queries (query i sees n_keys + i
+// keys) is its own attend_group's: the same bits, or NaN in both.
+void expect_each_alone(const TokensSetup& s, const std::vector<float>& q, int64_t q_stride, int64_t n_tokens,
+                       int64_t n_q, int64_t h, int64_t n_keys, const std::vector<float>& out, int64_t out_stride,
+                       const std::string& what) {
+  const int64_t head_dim = s.kv.head_dim;
+  std::vector<float> want(n_q * head_dim);
+  for (int64_t i = 0; i < n_tokens; ++i) {
+    std::vector<float> group_scratch(attention_scratch_floats(n_q, head_dim, n_keys + i));
+    attend_group(q.data() + i * q_stride, n_q, s.kv, h, n_keys + i, s.scale, group_scratch.data(), want.data());
+    for (int64_t j = 0; j < n_q * head_dim; ++j) {
+      const float got = out[i * out_stride + j];
+      if (std::isnan(want[j]) && std::isnan(got)) continue;
+      ASSERT_EQ(0, std::memcmp(&want[j], &got, sizeof(float)))
+          << what << " n_q=" << n_q << " n_tokens=" << n_tokens << " n_keys=" << n_keys << ": query " << i
+          << " value " << j << " is " << got << ", attend_group's " << want[j];
+    }
+  }
+}
+
 // Queries at consecutive positions taken together (attend_tokens) give each
 // query's attend_group result bit for bit, at `level`: 1 to kAttentionTokens
 // queries, whose keys end inside a chunk, on its boundary and across it, heads
 // whose rows make one kernel group or several, strided queries and outputs.
 void check_tokens(DType type, int64_t head_dim, SimdLevel level) {
-  std::mt19937 rng(static_cast<unsigned>(head_dim) * 17 + static_cast<unsigned>(type));
-  Filled f(head_dim, type, rng);
-  const KvLayerView kv = f.cache.view(0, f.seq);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  TokensSetup s(type, head_dim, level, 17);
+  const std::string what = std::string(dtype_name(type)) + " head_dim=" + std::to_string(head_dim) + " " +
+                           simd_level_name(level);
   std::uniform_real_distribution<float> u(-2, 2);
-  test::SimdLevelScope at(level);
   std::vector<float> scratch(attention_tokens_scratch_floats(5, head_dim, kPositions));
   for (int64_t n_q : {1, 3, 5})
     for (int64_t n_tokens = 1; n_tokens <= kAttentionTokens; ++n_tokens)
       for (int64_t n_keys : {int64_t{1}, int64_t{14}, kAttentionChunk - 2, kAttentionChunk, 2 * kAttentionChunk - 1,
                              kPositions - kAttentionTokens}) {
         const int64_t q_stride = n_q * head_dim + 5, out_stride = n_q * head_dim + 3, h = n_keys % kHeads;
-        std::vector<float> q(n_tokens * q_stride), out(n_tokens * out_stride), want(n_q * head_dim);
-        for (auto& e : q) e = u(rng);
-        attend_tokens(q.data(), q_stride, n_tokens, n_q, kv, h, n_keys, scale, scratch.data(), out.data(), out_stride);
-        for (int64_t i = 0; i < n_tokens; ++i) {
-          std::vector<float> group_scratch(attention_scratch_floats(n_q, head_dim, n_keys + i));
-          attend_group(q.data() + i * q_stride, n_q, kv, h, n_keys + i, scale, group_scratch.data(), want.data());
-          ASSERT_EQ(0, std::memcmp(want.data(), out.data() + i * out_stride, want.size() * sizeof(float)))
-              << dtype_name(type) << " head_dim=" << head_dim << " " << simd_level_name(level) << " n_q=" << n_q
-              << " n_tokens=" << n_tokens << " n_keys=" << n_keys << ": query " << i << " differs from attend_group";
-        }
+        std::vector<float> q(n_tokens * q_stride), out(n_tokens * out_stride);
+        for (auto& e : q) e = u(s.rng);
+        attend_tokens(q.data(), q_stride, n_tokens, n_q, s.kv, h, n_keys, s.scale, scratch.data(), out.data(),
+                      out_stride);
+        expect_each_alone(s, q, q_stride, n_tokens, n_q, h, n_keys, out, out_stride, what);
+        if (::testing::Test::HasFatalFailure()) return;
       }
 }
 
 // A query whose scores overflow to infinity or are NaN takes exp_sum's own
 // path in every kernel: taken together with finite queries, each query still
-// gets its attend_group result, and the finite ones are not disturbed. (A NaN
+// gets its attend_group result, and the finite ones stay finite. (A NaN
 // query is left out for the block caches: rounded to int8, it is no NaN.)
 void check_tokens_not_finite(DType type, int64_t head_dim, SimdLevel level) {
-  std::mt19937 rng(static_cast<unsigned>(head_dim) * 29 + static_cast<unsigned>(type));
-  Filled f(head_dim, type, rng);
-  const KvLayerView kv = f.cache.view(0, f.seq);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  TokensSetup s(type, head_dim, level, 29);
   std::uniform_real_distribution<float> u(-2, 2);
-  test::SimdLevelScope at(level);
   const int64_t n_q = 3, n_tokens = kAttentionTokens, n_keys = kAttentionChunk + 7, q_stride = n_q * head_dim;
-  std::vector<float> q(n_tokens * q_stride), out(q.size()), want(q_stride);
-  for (auto& e : q) e = u(rng);
+  std::vector<float> q(n_tokens * q_stride), out(q.size());
+  for (auto& e : q) e = u(s.rng);
   q[2 * q_stride + head_dim] = std::numeric_limits<float>::infinity();  // token 2, head 1: scores of +-inf
-  if (type == DType::F16 || type == DType::F32) q[5 * q_stride] = std::numeric_limits<float>::quiet_NaN();  // token 5, head 0: NaN scores
+  if (type == DType::F16 || type == DType::F32)
+    q[5 * q_stride] = std::numeric_limits<float>::quiet_NaN();  // token 5, head 0: NaN scores
   std::vector<float> scratch(attention_tokens_scratch_floats(n_q, head_dim, n_keys + n_tokens - 1));
-  attend_tokens(q.data(), q_stride, n_tokens, n_q, kv, 0, n_keys, scale, scratch.data(), out.data(), q_stride);
+  attend_tokens(q.data(), q_stride, n_tokens, n_q, s.kv, 0, n_keys, s.scale, scratch.data(), out.data(), q_stride);
+  expect_each_alone(s, q, q_stride, n_tokens, n_q, 0, n_keys, out, q_stride,
+                    std::string(dtype_name(type)) + " " + simd_level_name(level) + " not finite");
   for (int64_t i = 0; i < n_tokens; ++i) {
-    std::vector<float> group_scratch(attention_scratch_floats(n_q, head_dim, n_keys + i));
-    attend_group(q.data() + i * q_stride, n_q, kv, 0, n_keys + i, scale, group_scratch.data(), want.data());
-    for (int64_t j = 0; j < q_stride; ++j) {
-      const float got = out[i * q_stride + j];
-      if (std::isnan(want[j])) {
-        ASSERT_TRUE(std::isnan(got)) << dtype_name(type) << " " << simd_level_name(level) << " query " << i;
-      } else {
-        ASSERT_EQ(0, std::memcmp(&want[j], &got, sizeof(float)))
-            << dtype_name(type) << " head_dim=" << head_dim << " " << simd_level_name(level) << " query " << i
-            << " value " << j << ": " << got << " vs attend_group's " << want[j];
-      }
-    }
     if (i == 2 || i == 5) continue;
     for (int64_t j = 0; j < q_stride; ++j) ASSERT_TRUE(std::isfinite(out[i * q_stride + j])) << "query " << i;
   }
