@@ -487,7 +487,7 @@ void softmax_lanes(float* st, int64_t R, int64_t m, const int32_t* seen, float* 
     const __mmask16 in = _mm512_cmpgt_epi32_mask(vseen, _mm512_set1_epi32(static_cast<int32_t>(j)));
     const __m512 x = _mm512_loadu_ps(st + j * R);
     vmax = _mm512_mask_max_ps(vmax, in, vmax, x);
-    bad = _mm512_mask3_fmadd_ps(x, zero, bad, in);
+    bad = _mm512_mask_mov_ps(bad, in, _mm512_fmadd_ps(x, zero, bad));
   }
   const __mmask16 odd = _mm512_cmp_ps_mask(bad, zero, _CMP_NEQ_UQ);
   alignas(64) float odd_max[16], odd_sum[16];
@@ -507,14 +507,14 @@ void softmax_lanes(float* st, int64_t R, int64_t m, const int32_t* seen, float* 
     for (int l = 0; l < 16; ++l) {
       float* x = st + (j0 + l) * R;
       const __mmask16 in = _mm512_cmpgt_epi32_mask(vseen, _mm512_set1_epi32(static_cast<int32_t>(j0 + l)));
-      const __m512 e = _mm512_maskz_mov_ps(in, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(in, x), vmax)));
+      const __m512 e = _mm512_maskz_mov_ps(in, exp16(_mm512_sub_ps(_mm512_mask_loadu_ps(zero, in, x), vmax)));
       _mm512_mask_storeu_ps(x, static_cast<__mmask16>(~odd), e);
       acc[l] = _mm512_add_ps(acc[l], e);
     }
   for (int s = 8; s > 0; s /= 2)
     for (int l = 0; l < s; ++l) acc[l] = _mm512_add_ps(acc[l], acc[l + s]);
-  _mm512_storeu_ps(mx, _mm512_mask_load_ps(vmax, odd, odd_max));
-  _mm512_storeu_ps(sum, _mm512_mask_load_ps(acc[0], odd, odd_sum));
+  _mm512_storeu_ps(mx, _mm512_mask_loadu_ps(vmax, odd, odd_max));
+  _mm512_storeu_ps(sum, _mm512_mask_loadu_ps(acc[0], odd, odd_sum));
 }
 
 // o (NB row blocks x 8 dimensions, as O^T at oT[d * R + r]) = the weights of
