@@ -7,6 +7,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "core/line_aligned.h"
 #include "kernels/attention.h"
 #include "kv/kv_cache.h"
 
@@ -58,10 +59,10 @@ AttentionBenchResult run_attention_benchmark(const AttentionBenchOptions& o) {
     }
   const int64_t group = o.n_head / s.n_kv_head;
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
-  std::vector<float> q(static_cast<size_t>(o.prefill_queries * group * s.head_dim));
+  LineVector<float> q(static_cast<size_t>(o.prefill_queries * group * s.head_dim));
   for (auto& e : q) e = g(rng);
-  std::vector<float> out(static_cast<size_t>(group * s.head_dim));
-  std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(group, s.head_dim, n)));
+  LineVector<float> out(static_cast<size_t>(group * s.head_dim));
+  LineVector<float> scratch(static_cast<size_t>(attention_scratch_floats(group, s.head_dim, n)));
 
   AttentionBenchResult r;
   for (int64_t d : o.depths) {
@@ -85,8 +86,8 @@ AttentionBenchResult run_attention_benchmark(const AttentionBenchOptions& o) {
   });
   // Query i sits at position prefill_keys + i: it sees the keys before it and itself.
   const int64_t last = o.prefill_keys + o.prefill_queries;
-  std::vector<float> tokens_scratch(static_cast<size_t>(attention_tokens_scratch_floats(group, s.head_dim, last)));
-  std::vector<float> tokens_out(static_cast<size_t>(kAttentionTokens * group * s.head_dim));
+  LineVector<float> tokens_scratch(static_cast<size_t>(attention_tokens_scratch_floats(group, s.head_dim, last)));
+  LineVector<float> tokens_out(static_cast<size_t>(kAttentionTokens * group * s.head_dim));
   const int64_t q_stride = group * s.head_dim;
   r.prefill_path_ms = median_ms(o.reps, [&] {
     for (int64_t i = 0; i < o.prefill_queries; i += kAttentionTokens)

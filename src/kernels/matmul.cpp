@@ -12,10 +12,6 @@ namespace tally {
 
 namespace {
 constexpr int64_t kRowGrain = kGroupRows;  // thread ranges take whole row groups (the kernels also take parts)
-constexpr uintptr_t kLine = 64;
-uint8_t* line_aligned(uint8_t* p) {
-  return p + (kLine - reinterpret_cast<uintptr_t>(p) % kLine) % kLine;
-}
 }  // namespace
 
 void matmul(const WeightMatrix& w, const ActivationPack& x, float* y, ThreadPool& pool) {
@@ -45,12 +41,13 @@ void matmul_many(std::span<const MatmulOut> outs, const ActivationPack& x, Threa
 }
 
 WeightMatrix make_weight_matrix(DType type, int64_t rows, int64_t cols, const uint8_t* native,
-                                std::unique_ptr<uint8_t[]>& storage) {
+                                LineBytes& storage) {
   WeightMatrix w{type, rows, cols, row_bytes(type, static_cast<uint64_t>(cols)), native, RowLayout::Native};
   if (group_supported(type)) {
     w.row_bytes = group_row_bytes(type, cols);
-    storage.reset(new uint8_t[group_matrix_bytes(type, rows, cols) + kLine - 1]);
-    w.data = line_aligned(storage.get());
+    storage = line_bytes(group_matrix_bytes(type, rows, cols));
+    if (!storage) fail("cannot allocate {} bytes for a {} x {} matrix", group_matrix_bytes(type, rows, cols), rows, cols);
+    w.data = storage.get();
     repack_group(type, native, const_cast<uint8_t*>(w.data), rows, cols);
     w.layout = RowLayout::Group;
   }

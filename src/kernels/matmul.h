@@ -9,6 +9,7 @@
 #include <span>
 
 #include "core/dtype.h"
+#include "core/line_aligned.h"
 #include "kernels/activation_pack.h"
 #include "kernels/activation_q8.h"
 
@@ -37,7 +38,7 @@ struct WeightMatrix {
 // stored as GGUF blocks at `native`: the split and K-quant formats are
 // repacked into `storage` (allocated here), the others point at `native`.
 WeightMatrix make_weight_matrix(DType type, int64_t rows, int64_t cols, const uint8_t* native,
-                                std::unique_ptr<uint8_t[]>& storage);
+                                LineBytes& storage);
 // Row r of w as cols floats, whatever its layout (embedding lookups);
 // bit-identical to dequantize_row on the row as stored in the file.
 void dequantize_matrix_row(const WeightMatrix& w, int64_t r, float* out);

@@ -69,8 +69,8 @@ KvStorage::KvStorage(const KvShape& shape, int64_t block_size, int64_t n_blocks,
     layer_offset_.push_back(half_bytes_);
     half_bytes_ += block_bytes_ * static_cast<uint64_t>(window_layer(l) ? n_window_blocks_ : n_blocks);
   }
-  k_.reset(new (std::nothrow) uint8_t[half_bytes_]);
-  v_.reset(new (std::nothrow) uint8_t[half_bytes_]);
+  k_ = line_bytes(half_bytes_);
+  v_ = line_bytes(half_bytes_);
   if (!k_ || !v_) fail("cannot allocate the KV cache ({})", format_bytes(planned));
   g_live_bytes += bytes();
   ++g_constructed;

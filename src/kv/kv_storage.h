@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/line_aligned.h"
 #include "kv/kv_shape.h"
 
 namespace tally {
@@ -78,7 +79,7 @@ class KvStorage {
   uint64_t block_bytes_;  // one layer's block, all kv heads
   uint64_t half_bytes_;   // K (or V) of every layer
   std::vector<uint64_t> layer_offset_;  // where each layer's blocks start in k_ (and v_)
-  std::unique_ptr<uint8_t[]> k_, v_;
+  LineBytes k_, v_;  // line-aligned: a block's rows start where a vector load does not split
 };
 
 }  // namespace tally

@@ -40,8 +40,11 @@ Forward::Forward(const Model& model, ThreadPool& pool, int64_t max_tokens, int64
     rope_sin_swa_.resize(n * c.rope_dims / 2);
   }
   max_chunks_ = attention_chunks(max_context);
+  // Each worker's scratch starts on a cache line, as the buffer does.
+  constexpr int64_t kLineFloats = kCacheLine / sizeof(float);
   attn_scratch_stride_ = std::max(attention_scratch_floats(c.group_size(), c.head_dim, max_context),
                                   attention_tokens_scratch_floats(c.group_size(), c.head_dim, max_context));
+  attn_scratch_stride_ = (attn_scratch_stride_ + kLineFloats - 1) / kLineFloats * kLineFloats;
   attn_tiles_.reserve(n);
   attn_scratch_.resize(static_cast<size_t>(pool.size() * attn_scratch_stride_));
   if (pool.size() > 1)

@@ -97,27 +97,27 @@ class Forward {
   std::vector<KvLayerView> views_;
   std::vector<int64_t> entry_end_;  // per entry: start + its token count
   std::vector<int64_t> entry_row_;
-  // Activations, row-major per token:
-  std::vector<float> x_;       // (n, n_embd) residual stream
-  std::vector<float> xn_;      // (n, n_embd) normed input of the current sub-block
-  std::vector<BlockQ8> xq_;    // (n, max(n_embd, q_dim, n_ff) / 32) quantized matmul input
+  // Activations, row-major per token (line-aligned: the kernels' vector loads of rows do not split):
+  LineVector<float> x_;       // (n, n_embd) residual stream
+  LineVector<float> xn_;      // (n, n_embd) normed input of the current sub-block
+  LineVector<BlockQ8> xq_;    // (n, max(n_embd, q_dim, n_ff) / 32) quantized matmul input
   ActivationPack xpack_;       // xq_ with its block sums, as the kernels read it
-  std::vector<float> q_, k_, v_;  // (n, q_dim) (n, kv_dim) (n, kv_dim)
-  std::vector<float> attn_;    // (n, q_dim) attention output
-  std::vector<float> proj_;    // (n, n_embd) sub-block output
-  std::vector<float> gate_, up_;  // (n, n_ff)
-  std::vector<float> rope_cos_, rope_sin_;  // (n, rope_dims / 2)
-  std::vector<float> rope_cos_swa_, rope_sin_swa_;  // the same at rope_base_swa (sliding-window layers)
+  LineVector<float> q_, k_, v_;  // (n, q_dim) (n, kv_dim) (n, kv_dim)
+  LineVector<float> attn_;    // (n, q_dim) attention output
+  LineVector<float> proj_;    // (n, n_embd) sub-block output
+  LineVector<float> gate_, up_;  // (n, n_ff)
+  LineVector<float> rope_cos_, rope_sin_;  // (n, rope_dims / 2)
+  LineVector<float> rope_cos_swa_, rope_sin_swa_;  // the same at rope_base_swa (sliding-window layers)
   // Attention: per worker, one chunk's scores and the partials of every chunk
   // (attention_scratch_floats); with threads, the partials of up to
   // kSplitTokens queries whose chunks are spread over the pool.
   static constexpr int64_t kSplitTokens = 4;
   int64_t max_chunks_ = 0, attn_scratch_stride_ = 0;
-  std::vector<float> attn_scratch_;
+  LineVector<float> attn_scratch_;
   std::vector<std::pair<int64_t, int64_t>> attn_tiles_;  // (first token, count): the queries attended together
-  std::vector<float> attn_parts_;  // (kSplitTokens, n_kv_head, max_chunks, partial)
-  std::vector<float> gather_;      // (logit_rows, n_embd): the rows whose logits are asked for
-  std::vector<float> logits_;      // (logit_rows, n_vocab)
+  LineVector<float> attn_parts_;  // (kSplitTokens, n_kv_head, max_chunks, partial)
+  LineVector<float> gather_;      // (logit_rows, n_embd): the rows whose logits are asked for
+  LineVector<float> logits_;      // (logit_rows, n_vocab)
 };
 
 }  // namespace tally

@@ -26,7 +26,7 @@ WeightMatrix Model::matrix(const std::string& name, int64_t rows, int64_t cols) 
   if (!matmul_supported(t->type))
     fail("{}: tensor '{}' has type {} (id {}), which tally cannot multiply", file_->path(), name,
          dtype_name(t->type), static_cast<uint32_t>(t->type));
-  std::unique_ptr<uint8_t[]> storage;
+  LineBytes storage;
   const WeightMatrix w = make_weight_matrix(t->type, rows, cols, t->data, storage);
   if (storage) {  // repacked: the mapped source pages are no longer needed
     repacked_.push_back(std::move(storage));

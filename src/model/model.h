@@ -62,7 +62,7 @@ class Model {
   bool tied_ = false;
   std::vector<float> output_norm_;
   std::vector<LayerWeights> layers_;
-  std::vector<std::unique_ptr<uint8_t[]>> repacked_;  // storage of split-layout matrices
+  std::vector<LineBytes> repacked_;  // storage of split-layout matrices
   uint64_t fingerprint_ = 0;
 };
 

@@ -17,7 +17,7 @@ namespace tally::test {
 
 // A matrix in the layout of its kernels, with the storage that keeps it.
 struct LaidOut {
-  std::unique_ptr<uint8_t[]> bytes;
+  LineBytes bytes;
   WeightMatrix w;
 };
 inline LaidOut lay_out(DType type, int64_t rows, int64_t cols, const std::vector<uint8_t>& native) {

@@ -104,7 +104,7 @@ TEST(GroupLayout, RepackKeepsEveryValueAndPadsWithZeros) {
 
 TEST(GroupLayout, RowsOfPartialBlocksAreRefused) {
   std::vector<uint8_t> native(1024);
-  std::unique_ptr<uint8_t[]> storage;
+  LineBytes storage;
   EXPECT_THROW(make_weight_matrix(DType::Q4_K, 1, 576, native.data(), storage), Error);  // 2.25 super-blocks
   EXPECT_THROW(make_weight_matrix(DType::Q6_K, 1, 320, native.data(), storage), Error);
   EXPECT_FALSE(group_supported(DType::F16));

@@ -246,7 +246,7 @@ constexpr DType kEngineTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::
 // A random matrix of `type` in its kernels' layout (storage keeps it alive).
 struct Matrix {
   std::vector<uint8_t> native;
-  std::unique_ptr<uint8_t[]> storage;
+  LineBytes storage;
   WeightMatrix w;
   Matrix(DType type, int64_t rows, int64_t cols, std::mt19937& rng) : native(row_bytes(type, cols) * rows + 3) {
     uint8_t* base = native.data() + 3;  // GGUF rows need not be aligned
