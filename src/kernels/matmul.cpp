@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/byte_size.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/dequantize.h"
@@ -45,8 +46,10 @@ WeightMatrix make_weight_matrix(DType type, int64_t rows, int64_t cols, const ui
   WeightMatrix w{type, rows, cols, row_bytes(type, static_cast<uint64_t>(cols)), native, RowLayout::Native};
   if (group_supported(type)) {
     w.row_bytes = group_row_bytes(type, cols);
-    storage = line_bytes(group_matrix_bytes(type, rows, cols));
-    if (!storage) fail("cannot allocate {} bytes for a {} x {} matrix", group_matrix_bytes(type, rows, cols), rows, cols);
+    const uint64_t bytes = group_matrix_bytes(type, rows, cols);
+    storage = line_bytes(bytes);
+    if (!storage)
+      fail("cannot allocate {} for a {} x {} {} matrix", format_bytes(bytes), rows, cols, dtype_name(type));
     w.data = storage.get();
     repack_group(type, native, const_cast<uint8_t*>(w.data), rows, cols);
     w.layout = RowLayout::Group;
