@@ -8,6 +8,8 @@
 //   dots_block_q: dots_block against Q8_0 / Q4_0 keys, the query quantized to int8 first.
 // Each translation unit instantiates them with its own flags (internal linkage).
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "kernels/activation_q8.h"
@@ -20,7 +22,10 @@ namespace {
 
 // The n_q query heads (hd values each, hd % 32 == 0) as QueryBlocks: one
 // quantization per chunk and head, shared by all the chunk's keys. The
-// quantizer of every level gives the same bits (activation_q8.h).
+// quantizer of every level gives the same bits (activation_q8.h). A block
+// with a NaN gets a NaN scale: int8 has no NaN, and without it the head's
+// scores would be finite garbage instead of the NaN an f16 cache gives (a
+// head whose scores are all NaN weighs nothing, in every path).
 inline void quantize_query(const float* q, int64_t n, QueryBlock* out) {
   BlockQ8 tmp[8];
   for (int64_t b0 = 0; b0 < n / 32; b0 += 8) {
@@ -28,7 +33,9 @@ inline void quantize_query(const float* q, int64_t n, QueryBlock* out) {
     quantize_row_q8(q + b0 * 32, tmp, nb * 32);
     for (int64_t b = 0; b < nb; ++b) {
       QueryBlock& o = out[b0 + b];
-      o.d = tmp[b].d;
+      const float* x = q + (b0 + b) * 32;
+      const bool has_nan = std::any_of(x, x + 32, [](float v) { return std::isnan(v); });
+      o.d = has_nan ? std::numeric_limits<float>::quiet_NaN() : tmp[b].d;
       o.sum = 0;
       for (int i = 0; i < 32; ++i) o.sum += (o.q[i] = tmp[b].q[i]);
     }

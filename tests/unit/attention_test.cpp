@@ -289,8 +289,10 @@ void check_tokens(DType type, int64_t head_dim, SimdLevel level) {
 
 // A query whose scores overflow to infinity or are NaN takes exp_sum's own
 // path in every kernel: taken together with finite queries, each query still
-// gets its attend_group result, and the finite ones stay finite. (A NaN
-// query is left out for the block caches: rounded to int8, it is no NaN.)
+// gets its attend_group result, and the finite ones stay finite. A NaN query
+// scores NaN with every cache type (the block caches' int8 query keeps the
+// NaN as its scale), and scores that are all NaN weigh nothing: the head's
+// output is zeros, as with no key to see.
 void check_tokens_not_finite(DType type, int64_t head_dim, SimdLevel level) {
   TokensSetup s(type, head_dim, level, 29);
   std::uniform_real_distribution<float> u(-2, 2);
@@ -298,12 +300,12 @@ void check_tokens_not_finite(DType type, int64_t head_dim, SimdLevel level) {
   std::vector<float> q(n_tokens * q_stride), out(q.size());
   for (auto& e : q) e = u(s.rng);
   q[2 * q_stride + head_dim] = std::numeric_limits<float>::infinity();  // token 2, head 1: scores of +-inf
-  if (type == DType::F16 || type == DType::F32)
-    q[5 * q_stride] = std::numeric_limits<float>::quiet_NaN();  // token 5, head 0: NaN scores
+  q[5 * q_stride] = std::numeric_limits<float>::quiet_NaN();  // token 5, head 0: NaN scores
   std::vector<float> scratch(attention_tokens_scratch_floats(n_q, head_dim, n_keys + n_tokens - 1));
   attend_tokens(q.data(), q_stride, n_tokens, n_q, s.kv, 0, n_keys, s.scale, scratch.data(), out.data(), q_stride);
   expect_each_alone(s, q, q_stride, n_tokens, n_q, 0, n_keys, out, q_stride,
                     std::string(dtype_name(type)) + " " + simd_level_name(level) + " not finite");
+  for (int64_t j = 0; j < head_dim; ++j) ASSERT_EQ(out[5 * q_stride + j], 0.0f) << "NaN query, value " << j;
   for (int64_t i = 0; i < n_tokens; ++i) {
     if (i == 2 || i == 5) continue;
     for (int64_t j = 0; j < q_stride; ++j) ASSERT_TRUE(std::isfinite(out[i * q_stride + j])) << "query " << i;
