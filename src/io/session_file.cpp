@@ -1,15 +1,11 @@
 #include "io/session_file.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 
 #include "core/checked_math.h"
 #include "core/error.h"
+#include "io/atomic_file.h"
 #include "io/byte_reader.h"
 #include "io/mapped_file.h"
 
@@ -27,20 +23,13 @@ uint64_t mul_or_fail(uint64_t a, uint64_t b, const std::string& source) {
   return *r;
 }
 
-// Appends to a file descriptor, keeping the running checksum.
+// Appends to an atomic file, keeping the running checksum.
 class Writer {
  public:
-  Writer(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  explicit Writer(AtomicFile& f) : f_(f) {}
   void put(const void* p, size_t n) {
-    const auto* b = static_cast<const uint8_t*>(p);
-    sum_ = fnv1a64(b, n, sum_);
-    while (n > 0) {
-      const ssize_t w = ::write(fd_, b, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) fail("{}: cannot write the session file: {}", path_, std::strerror(errno));
-      b += w;
-      n -= static_cast<size_t>(w);
-    }
+    sum_ = fnv1a64(static_cast<const uint8_t*>(p), n, sum_);
+    f_.write(p, n);
   }
   template <typename T>
   void put(T v) {
@@ -49,8 +38,7 @@ class Writer {
   uint64_t sum() const { return sum_; }
 
  private:
-  int fd_;
-  std::string path_;
+  AtomicFile& f_;
   uint64_t sum_ = 0xcbf29ce484222325ull;
 };
 
@@ -78,58 +66,31 @@ void write_session_file(const std::string& path, const SessionHeader& h, std::sp
                         const std::function<void(uint32_t, uint8_t*, uint8_t*)>& kv_of,
                         const std::function<void(uint32_t)>& after_layer) {
   if (tokens.size() != h.n_tokens) fail("session header says {} tokens, {} given", h.n_tokens, tokens.size());
-  const std::filesystem::path target(path);
-  const std::string dir = target.has_parent_path() ? target.parent_path().string() : ".";
-  std::string name(".");
-  name.append(target.filename().string()).append(".XXXXXX");
-  std::string tmpl = (std::filesystem::path(dir) / name).string();
-  const int fd = ::mkstemp(tmpl.data());
-  if (fd < 0) fail("{}: cannot create a temporary file in {}: {}", path, dir, std::strerror(errno));
-  const mode_t mask = ::umask(0);  // the file gets the permissions a plain create would give it
-  ::umask(mask);
-  ::fchmod(fd, 0666 & ~mask);
-  try {
-    Writer w(fd, path);
-    w.put(kMagic, sizeof kMagic);
-    w.put(h.version);
-    w.put(uint32_t{0});
-    w.put(h.model_fingerprint);
-    w.put(static_cast<uint32_t>(h.cache_type));
-    w.put(h.block_size);
-    w.put(h.n_layer);
-    w.put(h.n_kv_head);
-    w.put(h.head_dim);
-    w.put(h.n_tokens);
-    w.put(static_cast<uint64_t>(h.meta.size()));
-    w.put(h.meta.data(), h.meta.size());
-    w.put(tokens.data(), tokens.size() * sizeof(int32_t));
-    const uint64_t layer_bytes = h.n_tokens * h.vector_bytes();
-    std::vector<uint8_t> k(layer_bytes), v(layer_bytes);
-    for (uint32_t l = 0; l < h.n_layer; ++l) {
-      kv_of(l, k.data(), v.data());
-      w.put(k.data(), k.size());
-      w.put(v.data(), v.size());
-      if (after_layer) after_layer(l);
-    }
-    w.put(w.sum());
-    if (::fsync(fd) != 0) fail("{}: cannot flush the session file: {}", path, std::strerror(errno));
-    if (::close(fd) != 0) fail("{}: cannot close the session file: {}", path, std::strerror(errno));
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmpl.c_str());
-    throw;
+  AtomicFile file(path, "session file");
+  Writer w(file);
+  w.put(kMagic, sizeof kMagic);
+  w.put(h.version);
+  w.put(uint32_t{0});
+  w.put(h.model_fingerprint);
+  w.put(static_cast<uint32_t>(h.cache_type));
+  w.put(h.block_size);
+  w.put(h.n_layer);
+  w.put(h.n_kv_head);
+  w.put(h.head_dim);
+  w.put(h.n_tokens);
+  w.put(static_cast<uint64_t>(h.meta.size()));
+  w.put(h.meta.data(), h.meta.size());
+  w.put(tokens.data(), tokens.size() * sizeof(int32_t));
+  const uint64_t layer_bytes = h.n_tokens * h.vector_bytes();
+  std::vector<uint8_t> k(layer_bytes), v(layer_bytes);
+  for (uint32_t l = 0; l < h.n_layer; ++l) {
+    kv_of(l, k.data(), v.data());
+    w.put(k.data(), k.size());
+    w.put(v.data(), v.size());
+    if (after_layer) after_layer(l);
   }
-  if (::rename(tmpl.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmpl.c_str());
-    fail("{}: cannot replace it with the saved session: {}", path, std::strerror(err));
-  }
-  // The rename itself reaches the disk with the folder's entry.
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  w.put(w.sum());
+  file.commit();
 }
 
 SessionData parse_session_file(const uint8_t* data, uint64_t size, const std::string& source) {

@@ -14,9 +14,9 @@
 //
 // Little-endian. The reader checks every size against the file before it
 // reads, and the checksum, so a truncated or altered file is refused with the
-// field and the byte offset. write_session_file() writes a temporary file in
-// the same folder, flushes and fsyncs it, then renames it over the target:
-// an interrupted save never leaves a broken file under the name.
+// field and the byte offset. write_session_file() writes through an
+// AtomicFile (io/atomic_file.h): an interrupted save never leaves a broken
+// file under the name, and only a regular file (or a new one) is replaced.
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -50,7 +50,7 @@ struct SessionData {
   const uint8_t* v(uint32_t layer, uint64_t pos) const;
 };
 
-// Writes atomically (temporary file, fsync, rename). kv_of(layer, k, v) fills
+// Writes atomically (io/atomic_file.h). kv_of(layer, k, v) fills
 // one layer's K and V of every position (n_tokens x vector_bytes each).
 // after_layer, if set, is called after each layer is written (tests use it to
 // interrupt a save). Throws tally::Error naming the path and the OS error.

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/printable.h"
+#include "io/atomic_file.h"
 
 extern char** environ;
 
@@ -78,7 +79,7 @@ int run_gnuplot(const ScratchDir& dir) {
 }  // namespace
 
 void write_plot_png(const std::string& path, const PlotSpec& spec) {
-  if (path.empty()) fail("--plot: the path is empty");
+  resolve_write_target(path, "plot");  // refused before gnuplot runs
   // gnuplot writes to a fixed name in a private directory and the image is
   // copied to `path` here: the path never reaches gnuplot, whose `set output`
   // would run a command for a path starting with '|'.
@@ -113,9 +114,11 @@ void write_plot_png(const std::string& path, const PlotSpec& spec) {
     text << log.rdbuf();
     fail("gnuplot failed (exit {}) drawing the plot for {}: {}", rc, path, excerpt(text.str(), 300));
   }
-  std::error_code ec;
-  std::filesystem::copy_file(dir / "plot.png", path, std::filesystem::copy_options::overwrite_existing, ec);
-  if (ec) fail("{}: cannot write the plot: {}", path, ec.message());
+  std::ifstream png(dir / "plot.png", std::ios::binary);
+  std::ostringstream bytes;
+  bytes << png.rdbuf();
+  if (!png || bytes.str().empty()) fail("gnuplot wrote no image for {}", path);
+  write_file_atomically(path, "plot", bytes.str());
 }
 
 }  // namespace tally

@@ -154,6 +154,28 @@ if [ -f "$model" ]; then
   expect_error "a refused load overwrites nothing" "not a tally session file" "$tally" run --load-session "$tmp/bad.session" --save-session "$tmp/bad.session" -n 1
   if cmp -s "$tmp/bad.session" "$tmp/keep.session"; then passes=$((passes + 1)); else
     echo "FAIL a refused load changed the file it named"; failures=$((failures + 1)); fi
+  # A save writes a regular file (a symlink's target) or refuses, before generating.
+  expect_error "save to an empty path" "--save-session: the session file path is empty" "$tally" run -p hi -n 1 --save-session ''
+  expect_error "save to /dev/null" "/dev/null: cannot write the session file there: it is a character device, not a regular file" "$tally" run -p hi -n 1 --save-session /dev/null
+  if [ -c /dev/null ]; then passes=$((passes + 1)); else echo "FAIL /dev/null is no longer a device"; failures=$((failures + 1)); fi
+  expect_error "save to /dev/full" "/dev/full: cannot write the session file there: it is a character device" "$tally" run -p hi -n 1 --save-session /dev/full
+  mkfifo "$tmp/fifo"
+  expect_error "save to a FIFO" "fifo: cannot write the session file there: it is a FIFO" timeout 20 "$tally" run -p hi -n 1 --save-session "$tmp/fifo"
+  if [ -p "$tmp/fifo" ]; then passes=$((passes + 1)); else echo "FAIL the FIFO was replaced"; failures=$((failures + 1)); fi
+  expect_error "save into a directory" "is a directory" "$tally" run -p hi -n 1 --save-session "$tmp"
+  ln -s good.session "$tmp/link.session"
+  expect_ok "save through a symlink" "\"prompt_tokens\": ?5" "$tally" run -p "The capital of France is" -n 0 --json --save-session "$tmp/link.session"
+  if [ -L "$tmp/link.session" ] && cmp -s "$tmp/good.session" "$tmp/link.session"; then passes=$((passes + 1)); else
+    echo "FAIL a save through a symlink replaced the link"; failures=$((failures + 1)); fi
+  expect_error "load from an empty path" "--load-session: the path is empty" "$tally" run -p hi -n 1 --load-session ''
+  # chat's /save: the same rules; /save and /load without a file are refused, not sent to the model.
+  printf '/save /dev/null\n/save\n/load\n/exit\n' | "$tally" chat -m "$model" >"$tmp/out" 2>"$tmp/err"
+  if grep -q "/dev/null: cannot write the session file there: it is a character device" "$tmp/err" && grep -q "/save needs a file" "$tmp/err" &&
+      grep -q "/load needs a file" "$tmp/err" && [ -c /dev/null ] && ! grep -q "tok/s" "$tmp/err"; then
+    passes=$((passes + 1))
+  else
+    echo "FAIL chat /save to a device or without a file: $(head -c 400 "$tmp/err")"; failures=$((failures + 1))
+  fi
   expect_ok "scalar kernels" "Paris" "$tally" run -p "The capital of France is" -n 4 --temp 0 --simd scalar
   expect_error "negative -n" "-n must be" "$tally" run -p hi -n -1
   expect_error "zero threads is fine but negative is not" "--threads: -2 is out of range" "$tally" run -p hi -t -2
@@ -198,10 +220,12 @@ if [ -f "$model" ]; then
   expect_warned "perplexity says what it replaced" "the text file has 1 character" "$tally" perplexity -f "$tmp/ppl.txt" -c 8
   # --plot paths reach no shell and no gnuplot command: '|cmd' and a newline are plain (bad) file names.
   if command -v gnuplot >/dev/null; then
-    expect_error "plot path starting with |" "cannot write the plot" "$tally" lab speedup --prompt-tokens 4 --gen-tokens 2 --plot "|touch $tmp/pwned" --json
-    expect_error "plot path with a newline" "cannot write the plot" "$tally" lab speedup --prompt-tokens 4 --gen-tokens 2 --json \
+    expect_error "plot path starting with |" "cannot write the plot there: folder" "$tally" lab speedup --prompt-tokens 4 --gen-tokens 2 --plot "|touch $tmp/pwned" --json
+    expect_error "plot path with a newline" "cannot write the plot there" "$tally" lab speedup --prompt-tokens 4 --gen-tokens 2 --json \
       --plot "$(printf 'x.png"\nsystem "touch %s/pwned2"\nset output "y' "$tmp")"
     if [ -e "$tmp/pwned" ] || [ -e "$tmp/pwned2" ]; then echo "FAIL --plot ran a command"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
+    expect_error "plot to /dev/full" "/dev/full: cannot write the plot there: it is a character device" "$tally" lab speedup --prompt-tokens 4 --gen-tokens 2 --plot /dev/full
+    expect_error "plot into a directory" "cannot write the plot there: it is a directory" "$tally" lab speedup --prompt-tokens 4 --gen-tokens 2 --plot "$tmp"
     expect_ok "plot to a plain path" '"points"' "$tally" lab speedup --prompt-tokens 4 --gen-tokens 2 --json --plot "$tmp/plot.png"
   fi
   expect_ok "kv budget with a unit" "Paris" "$tally" run -p "The capital of France is" -n 4 --temp 0 --kv-budget 1GiB

@@ -49,10 +49,19 @@ void add_chat(CLI::App& app) {
       std::fflush(stdout);
       if (!std::getline(std::cin, line) || line == "/exit") break;
       if (line.empty()) continue;
-      if (line.rfind("/save ", 0) == 0 || line.rfind("/load ", 0) == 0) {
-        const std::string file = line.substr(6);
+      if (line.rfind("/save", 0) == 0 || line.rfind("/load", 0) == 0) {
+        const bool save = line[1] == 's';
+        if (line.size() > 5 && line[5] != ' ') {
+          fmt::print(stderr, "tally: unknown command '{}' (commands: /save FILE, /load FILE, /exit)\n", line);
+          continue;
+        }
+        const std::string file = line.size() > 6 ? line.substr(6) : "";
+        if (file.empty()) {
+          fmt::print(stderr, "tally: {} needs a file: {} FILE\n", save ? "/save" : "/load", save ? "/save" : "/load");
+          continue;
+        }
         try {
-          if (line[1] == 's') {
+          if (save) {
             chat.save(file);
             fmt::print(stderr, "[saved {} tokens to {}]\n", session.length(), file);
           } else {

@@ -156,7 +156,7 @@ void add_speedup(CLI::App* lab) {
   cmd->add_option("--gen-tokens", o->gen_tokens, "Tokens to generate")
       ->capture_default_str()
       ->transform(integer_in(1, kMaxContextTokens));
-  cmd->add_option("--plot", o->plot, "Write a PNG plot here")->check(nonempty_path());
+  cmd->add_option("--plot", o->plot, "Write a PNG plot here")->check(output_file("plot"));
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->callback([o] {
     if (o->prompt_tokens < 1) fail("--prompt-tokens must be at least 1, got {}", o->prompt_tokens);
@@ -215,7 +215,7 @@ void add_depth(CLI::App* lab) {
   cmd->add_option("--decode-tokens", o->decode_tokens, "Timed decode steps per depth")
       ->capture_default_str()
       ->transform(integer_in(1, kMaxContextTokens));
-  cmd->add_option("--plot", o->plot, "Write a PNG plot here")->check(nonempty_path());
+  cmd->add_option("--plot", o->plot, "Write a PNG plot here")->check(output_file("plot"));
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->callback([o] {
     LoadedModel lm = load_model(o->m);
@@ -314,7 +314,7 @@ void add_beam(CLI::App* lab) {
   cmd->add_option("--gen-tokens", o->b.gen_tokens, "Tokens to generate")->capture_default_str();
   cmd->add_option("--none-steps", o->b.none_steps, "Steps the no-cache search is timed over")->capture_default_str();
   cmd->add_option("--plot", o->plot, "Write a PNG plot of K/V bytes held and time per token")
-      ->check(nonempty_path());
+      ->check(output_file("plot"));
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->callback([o] {
     if (o->b.prompts.empty() || o->b.widths.empty()) fail("give at least one width and one prompt length");
@@ -380,7 +380,7 @@ void add_sinks(CLI::App* lab) {
   cmd->add_option("--recompute-every", o->s.recompute_every, "Score the recompute baseline every K tokens")
       ->capture_default_str();
   cmd->add_flag("--no-dense", o->no_dense, "Skip the dense run (its cache holds every position)");
-  cmd->add_option("--plot", o->plot, "Write a PNG plot of perplexity per 1,000 tokens")->check(nonempty_path());
+  cmd->add_option("--plot", o->plot, "Write a PNG plot of perplexity per 1,000 tokens")->check(output_file("plot"));
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->callback([o] {
     if (o->tokens < 2) fail("--tokens must be at least 2, got {}", o->tokens);

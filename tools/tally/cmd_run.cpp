@@ -12,6 +12,7 @@
 #include "encode_input.h"
 #include "output.h"
 #include "core/error.h"
+#include "option_checks.h"
 #include "model_options.h"
 #include "runtime/beam_search.h"
 #include "runtime/generator.h"
@@ -58,9 +59,12 @@ void add_run(CLI::App& app) {
                     ->capture_default_str();
   auto* window = cmd->add_option("--window", o->window, "With --stream: positions the cache holds (default: -c)");
   cmd->add_option("--save-session", o->save_session,
-                  "After generating, save the cache, its tokens included, to this file (atomically)");
+                  "After generating, save the cache, its tokens included, to this file (atomically; a regular file "
+                  "or a new one)")
+      ->check(output_file("session file"));
   cmd->add_option("--load-session", o->load_session,
-                  "Continue a saved session: -p (optional) is appended after its tokens, as raw text");
+                  "Continue a saved session: -p (optional) is appended after its tokens, as raw text")
+      ->check(nonempty_path());
   cmd->callback([o, par, beam, prompt_opt, sinks, window] {
     if ((sinks->count() || window->count()) && !o->stream) fail("--sinks and --window go with --stream");
     if (o->stream && (beam->count() || o->parallel > 1 || o->no_cache))

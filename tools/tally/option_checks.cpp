@@ -6,7 +6,9 @@
 #include <string>
 
 #include "core/byte_size.h"
+#include "core/error.h"
 #include "core/number_text.h"
+#include "io/atomic_file.h"
 
 namespace tally::cli {
 namespace {
@@ -49,6 +51,19 @@ CLI::Validator real_validator(double min, double max, std::string description) {
 CLI::Validator nonempty_path() {
   return CLI::Validator([](std::string& s) { return s.empty() ? std::string("the path is empty") : std::string(); },
                         "");
+}
+
+CLI::Validator output_file(std::string what) {
+  return CLI::Validator(
+      [what](std::string& s) {
+        try {
+          resolve_write_target(s, what);
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      },
+      "");
 }
 
 CLI::Validator integer_in(int64_t min, int64_t max) {

@@ -13,6 +13,9 @@ namespace tally::cli {
 // For a path option: the path is not empty (an empty -m would otherwise mean
 // "the default model", silently).
 CLI::Validator nonempty_path();
+// For a path the command writes (io/atomic_file.h): not empty, and a regular
+// file, a symlink to one, or nothing yet; `what` names it in the error.
+CLI::Validator output_file(std::string what);
 // For one option: an integer in [min, max].
 CLI::Validator integer_in(int64_t min, int64_t max);
 // For one option: a finite number in [min, max].
