@@ -2,36 +2,32 @@
 // The HTTP face of the server: OpenAI's endpoints (chat and text
 // completions, streamed as server-sent events or whole; models; embeddings),
 // /health, /metrics (Prometheus), /tokenize, /detokenize, /v1/kv-plan (the
-// cache planner), /openapi.json and the web page at /. Generation goes
-// through the Scheduler; everything else is answered on the HTTP thread.
-// Errors are OpenAI's error objects with the HTTP status; with an API key,
-// every path but /, /health and /openapi.json needs "Authorization: Bearer KEY".
-// Logs one line per request on stderr.
+// cache planner), /openapi.json and the web page at /. One handler per
+// endpoint; generation goes through the Scheduler, the rest is answered on
+// the connection's thread. Errors are OpenAI's error objects with the HTTP
+// status; with an API key, every path but /, /health and /openapi.json needs
+// "Authorization: Bearer KEY" (one such header, matching whole). Logs one
+// line per request on stderr, its untrusted parts escaped.
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include "model/model.h"
+#include "server/http.h"
+#include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace tally::server {
 
 struct ServerOptions {
-  std::string host = "127.0.0.1";
-  int port = 8080;
-  std::string api_key;                  // "": no authentication
-  size_t max_body_bytes = 4u << 20;     // larger bodies get 413
-  int http_threads = 64;                // connections served at once (streams hold one each)
-  int n_threads = 0;                    // for embeddings (0: all cores)
-  std::string model_name;               // the id /v1/models reports
+  HttpServerOptions http;      // address, limits, timeouts, connection caps
+  std::string api_key;         // "": no authentication (a key must be non-empty, printable ASCII)
+  int n_threads = 0;           // for embeddings (0: all cores)
+  std::string model_name;      // the id /v1/models reports
 };
 
 class ApiServer {
@@ -40,15 +36,25 @@ class ApiServer {
   ~ApiServer();
 
   // Binds (false, with the reason in *error, when it cannot).
-  bool bind(std::string* error);
-  int port() const { return port_; }
+  bool bind(std::string* error) { return http_->bind(error); }
+  int port() const { return http_->port(); }
   // Serves until stop(); blocking.
-  void serve();
-  void stop();
+  void serve() { http_->serve(); }
+  void stop() { http_->stop(); }
 
  private:
-  void routes();
-  bool authorized(const std::string& header) const;
+  void add_routes();
+  bool admit(const HttpRequest& head, HttpResponse& res) const;
+  void log(const HttpRequest& req, const HttpResponse& res, const std::string& route) const;
+
+  void health(const HttpRequest&, HttpResponse&) const;
+  void metrics(const HttpRequest&, HttpResponse&) const;
+  void models(const HttpRequest&, HttpResponse&) const;
+  void tokenize(const HttpRequest&, HttpResponse&) const;
+  void detokenize(const HttpRequest&, HttpResponse&) const;
+  void embeddings(const HttpRequest&, HttpResponse&);
+  void kv_plan(const HttpRequest&, HttpResponse&) const;
+  void generate(bool chat, const HttpRequest&, HttpResponse&);
 
   const Model& model_;
   const Tokenizer& tok_;
@@ -57,10 +63,12 @@ class ApiServer {
   Scheduler& scheduler_;
   Metrics& metrics_;
   ServerOptions opts_;
-  int port_ = 0;
-  int listen_fd_ = -1;  // the listening socket, once bound
-  std::unique_ptr<httplib::Server> http_;
+  Router router_;
+  std::unique_ptr<HttpServer> http_;
   std::mutex embed_mutex_;  // one embedding pass at a time
 };
+
+// True when `header` is exactly "Bearer " + key (compared in time independent of where they differ).
+bool bearer_matches(std::string_view header, std::string_view key);
 
 }  // namespace tally::server

@@ -6,6 +6,22 @@
 
 namespace tally::server {
 
+std::string escape_label_value(std::string_view v) {
+  std::string out;
+  out.reserve(v.size());
+  for (char c : v) {
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out.push_back(c);
+  }
+  return out;
+}
+
 Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
 
 void Histogram::observe(double v) {
@@ -30,9 +46,9 @@ Metrics::Metrics()
     : ttft_({0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}),
       itl_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}) {}
 
-void Metrics::request(const std::string& endpoint, int status) {
+void Metrics::request(const std::string& route, int status) {
   std::lock_guard<std::mutex> lock(m_);
-  ++requests_[{endpoint, status}];
+  ++requests_[{route, status}];
 }
 
 void Metrics::tokens(int64_t prompt, int64_t completion) {
@@ -56,7 +72,8 @@ std::string Metrics::text(const EngineGauges& g) const {
   std::string out;
   out += "# HELP tally_requests_total HTTP requests answered, by endpoint and status.\n# TYPE tally_requests_total counter\n";
   for (const auto& [key, n] : requests_)
-    out += fmt::format("tally_requests_total{{endpoint=\"{}\",status=\"{}\"}} {}\n", key.first, key.second, n);
+    out += fmt::format("tally_requests_total{{endpoint=\"{}\",status=\"{}\"}} {}\n", escape_label_value(key.first),
+                       key.second, n);
   out += fmt::format(
       "# HELP tally_prompt_tokens_total Prompt tokens of finished generations.\n# TYPE tally_prompt_tokens_total counter\n"
       "tally_prompt_tokens_total {}\n"

@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tally::server {
@@ -31,10 +32,15 @@ struct EngineGauges {
   uint64_t prefix_hit_tokens = 0, prefix_lookups = 0, evictions = 0, preemptions = 0;
 };
 
+// Label values are bounded and escaped: request() takes the route that
+// answered (server/http.h's Router: one of the server's own paths, or
+// "other" for every path it does not serve), so a scanner's paths can neither
+// grow /metrics nor forge lines.
 class Metrics {
  public:
   Metrics();
-  void request(const std::string& endpoint, int status);
+  // `route`: a route of the server, or "other".
+  void request(const std::string& route, int status);
   void tokens(int64_t prompt, int64_t completion);
   void ttft(double seconds);
   void inter_token(double seconds);
@@ -46,5 +52,9 @@ class Metrics {
   uint64_t prompt_tokens_ = 0, completion_tokens_ = 0;
   Histogram ttft_, itl_;
 };
+
+// A label value in Prometheus' text format: backslash, double quote and
+// newline escaped (\\, \", \n).
+std::string escape_label_value(std::string_view v);
 
 }  // namespace tally::server

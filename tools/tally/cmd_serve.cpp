@@ -6,12 +6,13 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <fstream>
 #include <memory>
 #include <thread>
 
 #include "commands.h"
+#include "core/byte_size.h"
 #include "core/error.h"
+#include "io/text_file.h"
 #include "kv/kv_cache.h"
 #include "model_options.h"
 #include "option_checks.h"
@@ -21,46 +22,102 @@
 
 namespace tally::cli {
 
+namespace {
+
+// A chat prompt and a reply need room: below this, every request would be refused.
+constexpr int64_t kMinServeContext = 64;
+
+// The key is sent as "Authorization: Bearer KEY": printable ASCII without spaces.
+std::string api_key_error(const std::string& key) {
+  if (key.empty()) return "the key is empty: an empty key would turn authentication off (leave out --api-key instead)";
+  for (unsigned char c : key)
+    if (c <= 0x20 || c >= 0x7f) return "the key must be printable ASCII without spaces (it travels in an HTTP header)";
+  return "";
+}
+
+CLI::Validator api_key_text() {
+  return CLI::Validator([](std::string& s) { return api_key_error(s); }, "");
+}
+
+CLI::Validator nonempty_host() {
+  return CLI::Validator(
+      [](std::string& s) { return s.empty() ? std::string("the address is empty (e.g. 127.0.0.1, 0.0.0.0, ::1)") : ""; },
+      "");
+}
+
+// The key is the file's first line (a trailing CR and spaces dropped); bounded
+// and refused when empty, so that a wrong file never opens the server.
+std::string read_api_key_file(const std::string& path) {
+  std::string text = read_text_file(path, "API key file", 64 << 10);
+  std::string key = text.substr(0, text.find('\n'));
+  while (!key.empty() && (key.back() == '\r' || key.back() == ' ')) key.pop_back();
+  if (const std::string e = api_key_error(key); !e.empty()) fail("--api-key-file {}: {}", path, e);
+  return key;
+}
+
+// An IPv6 address goes in brackets in a URL.
+std::string url_host(const std::string& host) {
+  return host.find(':') != std::string::npos ? "[" + host + "]" : host;
+}
+
+}  // namespace
+
 void add_serve(CLI::App& app) {
   struct Opts {
     ModelOptions m;
     server::ServerOptions s;
     server::SchedulerLimits limits;
     std::string api_key_file;
+    std::string max_body = "4MiB";
     int drain_seconds = 30;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching (GET / for a web page)");
   add_model_options(cmd, o->m);
-  cmd->add_option("--host", o->s.host, "Address to listen on")->capture_default_str();
-  cmd->add_option("--port", o->s.port, "Port (0: any free port, printed at start)")->capture_default_str();
+  cmd->add_option("--host", o->s.http.host, "Address to listen on")->capture_default_str()->check(nonempty_host());
+  cmd->add_option("--port", o->s.http.port, "Port (0: any free port, printed at start)")
+      ->capture_default_str()
+      ->transform(integer_in(0, 65535));
   // At most 8192: the default pool of 2048 positions per sequence stays within the context limit.
   cmd->add_option("--parallel", o->limits.max_sequences, "Sequences generated at once")
       ->capture_default_str()
       ->transform(integer_in(1, kMaxContextTokens / 2048));
   cmd->add_option("--queue", o->limits.max_queue, "Requests that may wait for admission (beyond: 429)")
-      ->capture_default_str();
-  cmd->add_option("--max-tokens", o->limits.max_tokens, "Cap on a request's max_tokens")->capture_default_str();
-  auto* key = cmd->add_option("--api-key", o->s.api_key, "Require 'Authorization: Bearer KEY'");
-  cmd->add_option("--api-key-file", o->api_key_file, "Read the API key from the first line of a file")->excludes(key);
-  cmd->add_option("--max-body", o->s.max_body_bytes, "Largest request body in bytes (beyond: 413)")->capture_default_str();
+      ->capture_default_str()
+      ->transform(integer_in(1, 1 << 20));
+  cmd->add_option("--max-tokens", o->limits.max_tokens, "Cap on a request's max_tokens")
+      ->capture_default_str()
+      ->transform(integer_in(1, kMaxContextTokens));
+  auto* key = cmd->add_option("--api-key", o->s.api_key, "Require 'Authorization: Bearer KEY'")->check(api_key_text());
+  cmd->add_option("--api-key-file", o->api_key_file, "Read the API key from the first line of a file")
+      ->excludes(key)
+      ->check(nonempty_path());
+  cmd->add_option("--max-body", o->max_body, "Largest request body (beyond: 413), e.g. 4MiB")
+      ->capture_default_str()
+      ->check(byte_count_in("--max-body", 1, uint64_t{1} << 30));
+  cmd->add_option("--read-timeout", o->s.http.read_timeout_s,
+                  "Seconds a request's head may take to arrive, and then its body (beyond: 408)")
+      ->capture_default_str()
+      ->transform(integer_in(1, 3600));
+  cmd->add_option("--idle-timeout", o->s.http.idle_timeout_s, "Seconds a kept-alive connection waits for a request")
+      ->capture_default_str()
+      ->transform(integer_in(1, 3600));
+  cmd->add_option("--max-connections", o->s.http.max_connections, "Connections served at once (beyond: 503)")
+      ->capture_default_str()
+      ->transform(integer_in(1, 65536));
+  cmd->add_option("--max-connections-per-client", o->s.http.max_connections_per_client,
+                  "Connections one client address may hold at once (beyond: 503)")
+      ->capture_default_str()
+      ->transform(integer_in(1, 65536));
   cmd->add_option("--drain-seconds", o->drain_seconds, "On SIGTERM, how long running requests may finish")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(integer_in(0, 86400));
   cmd->callback([o] {
-    if (o->s.port < 0 || o->s.port > 65535) fail("--port must be in [0, 65535], got {}", o->s.port);
-    if (o->drain_seconds < 0) fail("--drain-seconds must be >= 0, got {}", o->drain_seconds);
-    // Checked again by the Scheduler; here, before the model loads.
-    if (o->limits.max_sequences < 1) fail("--parallel must be at least 1, got {}", o->limits.max_sequences);
-    if (o->limits.max_queue < 1) fail("--queue must be at least 1, got {}", o->limits.max_queue);
-    if (o->limits.max_tokens < 1) fail("--max-tokens must be at least 1, got {}", o->limits.max_tokens);
-    if (!o->api_key_file.empty()) {
-      std::ifstream in(o->api_key_file);
-      if (!in) fail("--api-key-file {}: cannot open it", o->api_key_file);
-      std::getline(in, o->s.api_key);
-      while (!o->s.api_key.empty() && (o->s.api_key.back() == '\r' || o->s.api_key.back() == ' '))
-        o->s.api_key.pop_back();
-      if (o->s.api_key.empty()) fail("--api-key-file {}: the first line is empty", o->api_key_file);
-    }
+    if (o->m.ctx != 0 && o->m.ctx < kMinServeContext)
+      fail("-c {} leaves no room for a chat prompt and a reply: serve needs at least {} positions", o->m.ctx,
+           kMinServeContext);
+    o->s.http.limits.max_body_bytes = parse_byte_count(o->max_body, "--max-body");
+    if (!o->api_key_file.empty()) o->s.api_key = read_api_key_file(o->api_key_file);
     // Signals are taken by one thread (below); every other thread starts with them blocked.
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -80,7 +137,7 @@ void add_serve(CLI::App& app) {
     std::string error;
     if (!api.bind(&error)) fail("{}", error);
     fmt::print(stderr, "tally serve: {} on http://{}:{}/ ({} sequences at once, context {}, KV pool of {} positions{})\n",
-               o->s.model_name, o->s.host, api.port(), o->limits.max_sequences, scheduler.n_ctx(), eo.n_ctx,
+               o->s.model_name, url_host(o->s.http.host), api.port(), o->limits.max_sequences, scheduler.n_ctx(), eo.n_ctx,
                o->s.api_key.empty() ? "" : ", API key required");
     std::fflush(stderr);
 

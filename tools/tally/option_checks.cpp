@@ -66,6 +66,21 @@ CLI::Validator output_file(std::string what) {
       "");
 }
 
+CLI::Validator byte_count_in(std::string flag, uint64_t min, uint64_t max) {
+  return CLI::Validator(
+      [flag, min, max](std::string& s) {
+        try {
+          const uint64_t n = parse_byte_count(s, flag);
+          if (n < min || n > max)
+            return fmt::format("{} is outside [{}, {}]", format_bytes(n), format_bytes(min), format_bytes(max));
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      },
+      "");
+}
+
 CLI::Validator integer_in(int64_t min, int64_t max) {
   return integer_validator(min, max, fmt::format("INT in [{} - {}]", min, max));
 }

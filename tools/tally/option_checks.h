@@ -16,6 +16,8 @@ CLI::Validator nonempty_path();
 // For a path the command writes (io/atomic_file.h): not empty, and a regular
 // file, a symlink to one, or nothing yet; `what` names it in the error.
 CLI::Validator output_file(std::string what);
+// For a byte count (core/byte_size.h: "4194304", "4MiB"): within [min, max].
+CLI::Validator byte_count_in(std::string flag, uint64_t min, uint64_t max);
 // For one option: an integer in [min, max].
 CLI::Validator integer_in(int64_t min, int64_t max);
 // For one option: a finite number in [min, max].

@@ -1,0 +1,153 @@
+#include "server/completion_format.h"
+
+#include <ctime>
+
+namespace tally::server {
+
+using nlohmann::json;
+
+namespace {
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+json bytes_of(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+}  // namespace
+
+CompletionFormat::CompletionFormat(bool chat, const Tokenizer& tok, std::string id, std::string model, bool logprobs,
+                                   int n, bool include_usage)
+    : chat_(chat),
+      tok_(tok),
+      id_(std::move(id)),
+      model_(std::move(model)),
+      logprobs_(logprobs),
+      include_usage_(include_usage),
+      created_(static_cast<int64_t>(std::time(nullptr))),
+      choices_(static_cast<size_t>(n)) {
+  for (Choice& c : choices_) c.logprobs = empty_logprobs();
+}
+
+json CompletionFormat::empty_logprobs() const {
+  if (chat_) return {{"content", json::array()}};
+  return {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()}};
+}
+
+void CompletionFormat::append_logprob(json& lp, const Event& e) const {
+  const std::string piece = tok_.token_bytes(e.token, false);
+  if (chat_) {
+    json top = json::array();
+    for (const auto& [id, v] : e.top) {
+      const std::string p = tok_.token_bytes(id, false);
+      top.push_back({{"token", p}, {"logprob", v}, {"bytes", bytes_of(p)}});
+    }
+    lp["content"].push_back({{"token", piece}, {"logprob", e.logprob}, {"bytes", bytes_of(piece)}, {"top_logprobs", top}});
+    return;
+  }
+  json top = json::object();
+  for (const auto& [id, v] : e.top) top[tok_.token_bytes(id, false)] = v;
+  lp["tokens"].push_back(piece);
+  lp["token_logprobs"].push_back(e.logprob);
+  lp["top_logprobs"].push_back(top);
+}
+
+json CompletionFormat::usage(const Job& job) {
+  return {{"prompt_tokens", job.prompt_tokens()},
+          {"completion_tokens", job.completion_tokens()},
+          {"total_tokens", job.prompt_tokens() + job.completion_tokens()},
+          {"prompt_tokens_details", {{"cached_tokens", job.cached_tokens()}}}};
+}
+
+json CompletionFormat::envelope(json choices, bool chunk) const {
+  return {{"id", id_},
+          {"object", chat_ ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
+          {"created", created_},
+          {"model", model_},
+          {"system_fingerprint", "tally"},
+          {"choices", std::move(choices)}};
+}
+
+std::string CompletionFormat::sse(const json& j) const { return "data: " + dump(j) + "\n\n"; }
+
+void CompletionFormat::add(const Event& e) {
+  Choice& c = choices_.at(static_cast<size_t>(e.choice));
+  if (e.kind == Event::Kind::End) {
+    c.finish = e.finish_reason;
+    return;
+  }
+  c.text += e.text;
+  if (logprobs_ && e.token >= 0) append_logprob(c.logprobs, e);
+}
+
+json CompletionFormat::whole(const Job& job) const {
+  json choices = json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const Choice& c = choices_[i];
+    json choice{{"index", i}, {"logprobs", logprobs_ ? c.logprobs : json(nullptr)}, {"finish_reason", c.finish}};
+    if (chat_)
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    else
+      choice["text"] = c.text;
+    choices.push_back(std::move(choice));
+  }
+  json r = envelope(std::move(choices), false);
+  r["usage"] = usage(job);
+  return r;
+}
+
+std::string CompletionFormat::stream_start() const {
+  if (!chat_) return {};
+  std::string out;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    json c = envelope(json::array({{{"index", i},
+                                    {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                    {"logprobs", nullptr},
+                                    {"finish_reason", nullptr}}}),
+                      true);
+    if (include_usage_) c["usage"] = nullptr;
+    out += sse(c);
+  }
+  return out;
+}
+
+std::string CompletionFormat::stream_event(const Event& e) const {
+  json choice{{"index", e.choice}};
+  if (e.kind == Event::Kind::End) {
+    choice["logprobs"] = nullptr;
+    choice["finish_reason"] = e.finish_reason;
+    if (chat_)
+      choice["delta"] = json::object();
+    else
+      choice["text"] = "";
+  } else {
+    json lp = nullptr;
+    if (logprobs_ && e.token >= 0) {
+      lp = empty_logprobs();
+      append_logprob(lp, e);
+    }
+    choice["logprobs"] = std::move(lp);
+    choice["finish_reason"] = nullptr;
+    if (chat_)
+      choice["delta"] = {{"content", e.text}};
+    else
+      choice["text"] = e.text;
+  }
+  json c = envelope(json::array({std::move(choice)}), true);
+  if (include_usage_) c["usage"] = nullptr;
+  return sse(c);
+}
+
+std::string CompletionFormat::stream_end(const Job& job) const {
+  std::string out;
+  if (include_usage_) {
+    json u = envelope(json::array(), true);
+    u["usage"] = usage(job);
+    out += sse(u);
+  }
+  return out + "data: [DONE]\n\n";
+}
+
+}  // namespace tally::server

@@ -1,0 +1,148 @@
+#include "server/http_parser.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <boost/asio/buffer.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <cctype>
+#include <optional>
+
+#include "core/byte_size.h"
+
+namespace tally::server {
+
+namespace bhttp = boost::beast::http;
+
+namespace {
+// Bytes of a chunk header line (size and extensions) held before it ends.
+constexpr size_t kMaxChunkLine = 4096;
+}  // namespace
+
+struct RequestReader::Beast {
+  bhttp::request_parser<bhttp::string_body> parser;
+};
+
+RequestReader::RequestReader(const HttpLimits& limits, std::string carried)
+    : limits_(limits), beast_(std::make_unique<Beast>()), buffer_(std::move(carried)) {
+  beast_->parser.header_limit(limits_.max_header_bytes);
+  beast_->parser.body_limit(limits_.max_body_bytes);
+  beast_->parser.eager(false);  // stop after the head: the caller answers before the body
+  started_ = !buffer_.empty();
+  if (!buffer_.empty()) parse();
+}
+
+RequestReader::~RequestReader() = default;
+
+RequestReader::State RequestReader::fail(int status, std::string why) {
+  if (req_.method.empty()) {  // the request line, when it was parsed before the error: for the log
+    const auto& m = beast_->parser.get();
+    req_.method = std::string(m.method_string());
+    req_.target = std::string(m.target());
+    req_.path = req_.target.substr(0, req_.target.find('?'));
+  }
+  state_ = State::Error;
+  error_status_ = status;
+  error_ = std::move(why);
+  return state_;
+}
+
+RequestReader::State RequestReader::feed(std::string_view bytes) {
+  if (state_ == State::Done || state_ == State::Error) return state_;
+  if (!bytes.empty()) started_ = true;
+  buffer_.append(bytes);
+  return state_ == State::HaveHead ? state_ : parse();
+}
+
+RequestReader::State RequestReader::continue_body() {
+  if (state_ != State::HaveHead) return state_;
+  state_ = State::Reading;  // parse() goes on from the parser's own state: the body
+  if (beast_->parser.is_done()) {
+    state_ = State::Done;
+    req_.body = beast_->parser.release().body();
+    return state_;
+  }
+  return parse();
+}
+
+bool RequestReader::expects_body() const {
+  const auto& p = beast_->parser;
+  return p.chunked() || (p.content_length() && *p.content_length() > 0);
+}
+
+RequestReader::State RequestReader::parse() {
+  auto& p = beast_->parser;
+  const bool in_body = p.is_header_done();
+  while (true) {
+    boost::beast::error_code ec;
+    const size_t used = p.put(boost::asio::buffer(buffer_.data(), buffer_.size()), ec);
+    buffer_.erase(0, used);
+    if (ec == bhttp::error::need_more) {
+      // Beast bounds the head; a chunk header line is bounded here.
+      if (p.is_header_done() && buffer_.size() > kMaxChunkLine)
+        return fail(400, fmt::format("a chunk header of the request body is longer than {} bytes", kMaxChunkLine));
+      break;
+    }
+    if (ec == bhttp::error::body_limit)
+      return fail(413, fmt::format("the request body is larger than the limit of {} (--max-body)",
+                                   format_bytes(limits_.max_body_bytes)));
+    if (ec == bhttp::error::header_limit)
+      return fail(431, fmt::format("the request line and header fields are larger than {} bytes",
+                                   limits_.max_header_bytes));
+    if (ec == bhttp::error::bad_content_length)
+      return fail(400, "Content-Length is not a decimal number of bytes, or stands beside Transfer-Encoding");
+    if (ec == bhttp::error::multiple_content_length) return fail(400, "two Content-Length fields disagree");
+    if (ec == bhttp::error::bad_transfer_encoding)
+      return fail(400, "Transfer-Encoding appears twice, or beside a Content-Length");
+    if (ec == bhttp::error::bad_chunk || ec == bhttp::error::bad_chunk_extension)
+      return fail(400, "the chunked request body is malformed");
+    if (ec) return fail(400, fmt::format("malformed request: {}", ec.message()));
+    if (!in_body && p.is_header_done()) {
+      take_head();
+      if (state_ == State::Error) return state_;
+      state_ = State::HaveHead;
+      return state_;
+    }
+    if (p.is_done()) {
+      req_.body = p.release().body();
+      state_ = State::Done;
+      return state_;
+    }
+    if (used == 0 || buffer_.empty()) break;
+  }
+  return state_;
+}
+
+void RequestReader::take_head() {
+  const auto& m = beast_->parser.get();
+  req_.method = std::string(m.method_string());
+  req_.target = std::string(m.target());
+  req_.http10 = m.version() == 10;
+  req_.keep_alive = m.keep_alive();
+  for (const auto& f : m) {
+    std::string name(f.name_string());
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+    req_.headers.emplace_back(std::move(name), std::string(f.value()));
+  }
+  if (req_.target.empty() || req_.target[0] != '/') {
+    fail(400, "the request target must be a path starting with '/'");
+    return;
+  }
+  const size_t q = req_.target.find('?');
+  req_.path = req_.target.substr(0, q);
+  req_.query = q == std::string::npos ? "" : req_.target.substr(q + 1);
+  // Beast takes two equal Content-Length fields as one; they are still a framing ambiguity.
+  if (req_.header_count("content-length") > 1) {
+    fail(400, "more than one Content-Length field");
+    return;
+  }
+  if (req_.header_count("transfer-encoding") > 0 && !beast_->parser.chunked()) {
+    fail(400, "Transfer-Encoding must be \"chunked\" (no other coding is accepted)");
+    return;
+  }
+  if (req_.http10 && beast_->parser.chunked()) fail(400, "chunked bodies need HTTP/1.1");
+}
+
+}  // namespace tally::server
