@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "kv/kv_shape.h"
 #include "runtime/beam_search.h"
+#include "sampler/sampler.h"
 #include "runtime/engine.h"
 #include "runtime/session.h"
 

@@ -25,8 +25,8 @@ Trace trace(const Model& model, std::span<const int32_t> prompt, int64_t n, bool
   g.sampling.temperature = 0;
   Trace t;
   const auto t0 = std::chrono::steady_clock::now();
-  generate(s, prompt, g, [&](int32_t id) {
-    t.tokens.push_back(id);
+  generate(s, prompt, g, [&](const Emission& e) {
+    t.tokens.push_back(e.token);
     t.elapsed_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     on_token(static_cast<int64_t>(t.tokens.size()));
   });

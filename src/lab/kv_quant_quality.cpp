@@ -8,23 +8,13 @@
 #include "core/error.h"
 #include "runtime/generator.h"
 #include "runtime/session.h"
+#include "sampler/sampler.h"
 
 namespace tally {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int64_t kChunk = 256;  // rows of logits held per type at once
-
-// log-softmax of one row, in double.
-void log_softmax(const float* x, int64_t n, std::vector<double>& out) {
-  double mx = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, static_cast<double>(x[i]));
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i]) - mx);
-  const double lse = mx + std::log(sum);
-  out.resize(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = static_cast<double>(x[i]) - lse;
-}
 
 // KL(P || Q) from log-probabilities.
 double kl(const std::vector<double>& lp, const std::vector<double>& lq) {
@@ -87,7 +77,8 @@ KvQuantReport measure_kv_quant(const Model& model, const Tokenizer& tok, std::sp
         }
         for (int64_t r = 0; r < n && p0 + r + 1 < c; ++r) {
           const int32_t next = win[static_cast<size_t>(p0 + r + 1)];
-          for (size_t k = 0; k < nt; ++k) log_softmax(logits[k].data() + r * V, V, lp[k]);
+          for (size_t k = 0; k < nt; ++k)
+            log_softmax(std::span<const float>(logits[k].data() + r * V, static_cast<size_t>(V)), lp[k]);
           const auto argmax = [&](size_t k) { return std::max_element(lp[k].begin(), lp[k].end()) - lp[k].begin(); };
           const auto a16 = argmax(static_cast<size_t>(i16));
           for (size_t k = 0; k < nt; ++k) {

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "sampler/sampler.h"
 
 namespace tally {
 
@@ -47,16 +48,6 @@ void run_to_ready(Engine& e, std::span<const Engine::Id> ids) {
 }
 
 }  // namespace
-
-void log_softmax(std::span<const float> logits, std::vector<double>& out) {
-  out.resize(logits.size());
-  double mx = -std::numeric_limits<double>::infinity();
-  for (float v : logits) mx = std::max(mx, static_cast<double>(v));
-  double sum = 0;
-  for (float v : logits) sum += std::exp(static_cast<double>(v) - mx);
-  const double lse = mx + std::log(sum);
-  for (size_t i = 0; i < logits.size(); ++i) out[i] = static_cast<double>(logits[i]) - lse;
-}
 
 BeamResult beam_search(Engine& e, std::span<const int32_t> prompt, const BeamOptions& o) {
   if (o.width < 1) fail("--beam must be at least 1, got {}", o.width);

@@ -47,7 +47,4 @@ struct BeamResult {
 // PRECONDITIONS: width >= 1; the engine can admit the prompt.
 BeamResult beam_search(Engine& engine, std::span<const int32_t> prompt, const BeamOptions& o);
 
-// log-softmax of logits, in double: what beam search adds up.
-void log_softmax(std::span<const float> logits, std::vector<double>& out);
-
 }  // namespace tally

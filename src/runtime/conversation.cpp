@@ -5,7 +5,6 @@
 
 #include "core/error.h"
 #include "io/session_file.h"
-#include "tokenizer/stream_decoder.h"
 
 namespace tally {
 
@@ -42,16 +41,13 @@ TurnResult Conversation::say(const std::string& user, const GenerateOptions& o,
   }
   r.reused = session_.reuse_prefix(ids);
   r.prefilled = static_cast<int64_t>(ids.size()) - r.reused;
-  StreamDecoder stream(tok_);
-  r.generation = generate(session_, std::span<const int32_t>(ids).subspan(static_cast<size_t>(r.reused)), o,
-                          [&](int32_t id) {
-                            const std::string piece = stream.push(id);
-                            r.reply += piece;
-                            if (on_text && !piece.empty()) on_text(piece);
-                          });
-  const std::string rest = stream.flush();
-  r.reply += rest;
-  if (on_text && !rest.empty()) on_text(rest);
+  r.generation = generate(
+      session_, std::span<const int32_t>(ids).subspan(static_cast<size_t>(r.reused)), o,
+      [&](const Emission& e) {
+        if (on_text && !e.text.empty()) on_text(e.text);
+      },
+      &tok_);
+  r.reply = r.generation.text;
   messages_.push_back({"assistant", r.reply});
   return r;
 }

@@ -1,6 +1,7 @@
 #include "runtime/generator.h"
 
 #include <chrono>
+#include <limits>
 
 #include "core/error.h"
 
@@ -13,13 +14,12 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 GenerateResult generate(Session& s, std::span<const int32_t> prompt, const GenerateOptions& o,
-                        const std::function<void(int32_t)>& on_token) {
+                        const std::function<void(const Emission&)>& on_emit, const Tokenizer* tok) {
   if (prompt.empty()) fail("the prompt is empty: nothing to generate from");
   if (o.max_tokens < -1) fail("token limit must be >= 0 (or -1: none), got {}", o.max_tokens);
   if (o.max_tokens == -1 && o.sinks < 0) fail("generating with no token limit needs a sliding window (--stream)");
   if (o.sinks >= 0 && !o.use_cache) fail("a sliding window slides the cache; it has no no-cache mode");
   if (o.sinks >= 0) s.check_window(o.sinks);
-  const int64_t limit = o.max_tokens < 0 ? INT64_MAX : o.max_tokens;
   GenerateResult r;
   if (o.sinks >= 0 && s.length() + static_cast<int64_t>(prompt.size()) > s.n_ctx())
     r.slid += s.slide(static_cast<int64_t>(prompt.size()), o.sinks);
@@ -27,9 +27,13 @@ GenerateResult generate(Session& s, std::span<const int32_t> prompt, const Gener
     fail("the prompt has {} tokens, more than the {} left in the context of {} (raise -c)", prompt.size(),
          s.n_ctx() - s.length(), s.n_ctx());
   r.prompt_tokens = static_cast<int64_t>(prompt.size());
-  Sampler sampler(o.sampling);
+  Generation gen(o, tok);
   // The no-cache baseline still needs the full sequence to recompute from.
   std::vector<int32_t> history(s.tokens());
+  auto emit = [&](const Emission& e) {
+    r.text += e.text;
+    if (on_emit) on_emit(e);
+  };
 
   auto t0 = std::chrono::steady_clock::now();
   std::span<const float> logits = s.append(prompt);
@@ -37,23 +41,20 @@ GenerateResult generate(Session& s, std::span<const int32_t> prompt, const Gener
   r.prefill_ms = ms_since(t0);
 
   t0 = std::chrono::steady_clock::now();
-  while (static_cast<int64_t>(r.tokens.size()) < limit) {
-    const int32_t next = sampler.sample(logits, history);
-    if (o.is_stop && o.is_stop(next)) {
-      r.stop = GenerateResult::Stop::EndToken;
-      break;
+  for (;;) {
+    // A sliding window always has room: it drops old positions instead.
+    const int64_t room = o.sinks >= 0 ? std::numeric_limits<int64_t>::max() : s.n_ctx() - s.length();
+    const std::optional<Emission> e = gen.step(logits, history, room);
+    if (e) {
+      r.tokens.push_back(e->token);
+      history.push_back(e->token);
+      if (o.sinks >= 0 && history.size() > 4096)  // a stream runs forever: keep what the penalties look at
+        history.erase(history.begin(), history.end() - 1024);
+      emit(*e);
     }
-    r.tokens.push_back(next);
-    history.push_back(next);
-    if (o.sinks >= 0 && history.size() > 4096)  // a stream runs forever: keep what the penalties look at
-      history.erase(history.begin(), history.end() - 1024);
-    if (on_token) on_token(next);
-    if (static_cast<int64_t>(r.tokens.size()) >= limit) break;
+    if (gen.finished()) break;
+    const int32_t next = gen.next();
     if (o.sinks >= 0) r.slid += s.slide(1, o.sinks);
-    if (s.length() + 1 > s.n_ctx()) {
-      r.stop = GenerateResult::Stop::ContextFull;
-      break;
-    }
     if (o.use_cache) {
       logits = s.append(std::span<const int32_t>(&next, 1));  // decode: position = cache length
     } else {
@@ -62,6 +63,8 @@ GenerateResult generate(Session& s, std::span<const int32_t> prompt, const Gener
     }
     ++r.decode_steps;
   }
+  if (const std::optional<Emission> t = gen.tail()) emit(*t);
+  r.stop = gen.finish();
   r.decode_ms = ms_since(t0);
   return r;
 }

@@ -14,7 +14,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 ParallelResult generate_parallel(Engine& e, std::span<const int32_t> prompt, int n, const GenerateOptions& o,
-                                 const std::function<void(int, int32_t)>& on_token) {
+                                 const std::function<void(int, const Emission&)>& on_emit, const Tokenizer* tok) {
   if (n < 1) fail("--parallel must be at least 1, got {}", n);
   if (o.max_tokens < 0) fail("token limit must be >= 0, got {}", o.max_tokens);
   if (!o.use_cache) fail("parallel sampling shares the prompt's cache; it has no no-cache mode");
@@ -30,54 +30,48 @@ ParallelResult generate_parallel(Engine& e, std::span<const int32_t> prompt, int
   t0 = std::chrono::steady_clock::now();
   std::vector<Engine::Id> ids{*a.id};
   for (int i = 1; i < n; ++i) ids.push_back(e.fork(*a.id));
-  std::vector<Sampler> samplers;
+  std::vector<Generation> gens;
   for (int i = 0; i < n; ++i) {
-    SamplerParams p = o.sampling;
-    p.seed += static_cast<uint64_t>(i);
-    samplers.emplace_back(p);
+    GenerationParams p = o;
+    p.sampling.seed += static_cast<uint64_t>(i);
+    gens.emplace_back(p, tok);
   }
-  std::vector<bool> active(static_cast<size_t>(n), true);
   int remaining = n;
   for (int i = 0; i < n; ++i) {
     r.continuations[i].prompt_tokens = static_cast<int64_t>(prompt.size());
     r.continuations[i].prefill_ms = prefill_ms;
   }
-  auto finish = [&](int i, GenerateResult::Stop why) {
-    r.continuations[i].stop = why;
+  auto emit = [&](int i, const Emission& em) {
+    if (em.token >= 0) r.continuations[i].tokens.push_back(em.token);
+    r.continuations[i].text += em.text;
+    if (on_emit) on_emit(i, em);
+  };
+  auto finish = [&](int i) {
+    if (const auto t = gens[i].tail()) emit(i, *t);
+    r.continuations[i].stop = gens[i].finish();
     r.continuations[i].decode_ms = ms_since(t0);
     e.release(ids[i]);
-    active[i] = false;
     --remaining;
   };
   while (remaining > 0) {
     for (int i = 0; i < n; ++i) {
-      if (!active[i] || !e.ready(ids[i])) continue;
-      GenerateResult& g = r.continuations[i];
-      if (static_cast<int64_t>(g.tokens.size()) >= o.max_tokens) {
-        finish(i, GenerateResult::Stop::MaxTokens);
-        continue;
-      }
-      const int32_t next = samplers[i].sample(e.logits(ids[i]), e.tokens(ids[i]));
-      if (o.is_stop && o.is_stop(next)) {
-        finish(i, GenerateResult::Stop::EndToken);
-        continue;
-      }
-      g.tokens.push_back(next);
-      if (on_token) on_token(i, next);
-      if (static_cast<int64_t>(g.tokens.size()) >= o.max_tokens) {
-        finish(i, GenerateResult::Stop::MaxTokens);
-      } else if (e.room(ids[i]) == 0) {
-        finish(i, GenerateResult::Stop::ContextFull);
+      if (gens[i].finished() || !e.ready(ids[i])) continue;
+      if (const auto em = gens[i].step(e.logits(ids[i]), e.tokens(ids[i]), e.room(ids[i]))) emit(i, *em);
+      if (gens[i].finished()) {
+        finish(i);
       } else {
-        e.push(ids[i], next);
-        ++g.decode_steps;
+        e.push(ids[i], gens[i].next());
+        ++r.continuations[i].decode_steps;
       }
     }
     if (remaining == 0) break;
     r.peak_held_bytes = std::max(r.peak_held_bytes, e.held_bytes());
     e.step();
     for (int i = 0; i < n; ++i)
-      if (active[i] && e.stopped(ids[i])) finish(i, GenerateResult::Stop::ContextFull);
+      if (!gens[i].finished() && e.stopped(ids[i])) {
+        gens[i].end(Finish::ContextFull);
+        finish(i);
+      }
   }
   return r;
 }

@@ -20,8 +20,10 @@ struct ParallelResult {
   int64_t cached_prompt_tokens = 0;
 };
 
-// on_token(i, id) sees continuation i's tokens as they are chosen.
+// on_emit(i, emission) sees continuation i's emissions as they are made;
+// tok: for text and stop strings (runtime/generation.h).
 ParallelResult generate_parallel(Engine& engine, std::span<const int32_t> prompt, int n, const GenerateOptions& o,
-                                 const std::function<void(int, int32_t)>& on_token = {});
+                                 const std::function<void(int, const Emission&)>& on_emit = {},
+                                 const Tokenizer* tok = nullptr);
 
 }  // namespace tally

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -24,6 +25,27 @@ void SamplerParams::validate() const {
 
 int32_t argmax(std::span<const float> logits) {
   return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+void log_softmax(std::span<const float> logits, std::vector<double>& out) {
+  out.resize(logits.size());
+  double mx = -std::numeric_limits<double>::infinity();
+  for (float v : logits) mx = std::max(mx, static_cast<double>(v));
+  double sum = 0;
+  for (float v : logits) sum += std::exp(static_cast<double>(v) - mx);
+  const double lse = mx + std::log(sum);
+  for (size_t i = 0; i < logits.size(); ++i) out[i] = static_cast<double>(logits[i]) - lse;
+}
+
+std::vector<std::pair<int32_t, double>> top_entries(const std::vector<double>& lp, size_t k) {
+  std::vector<int32_t> order(lp.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+  k = std::min(k, order.size());
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
+                    [&](int32_t a, int32_t b) { return lp[a] > lp[b] || (lp[a] == lp[b] && a < b); });
+  std::vector<std::pair<int32_t, double>> out;
+  for (size_t i = 0; i < k; ++i) out.emplace_back(order[i], lp[static_cast<size_t>(order[i])]);
+  return out;
 }
 
 Sampler::Sampler(const SamplerParams& p) : p_(p), rng_(p.seed) { p.validate(); }

@@ -5,6 +5,7 @@
 // logits, same history -> same token. Owns its scratch; not thread-safe.
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "sampler/rng.h"
@@ -47,5 +48,10 @@ class Sampler {
 
 // Index of the largest value (the first one on ties).
 int32_t argmax(std::span<const float> logits);
+
+// log-softmax of logits, in double: what beam search adds up and logprobs report.
+void log_softmax(std::span<const float> logits, std::vector<double>& out);
+// The k largest of `lp` as (index, value), largest first (ties: lower index first).
+std::vector<std::pair<int32_t, double>> top_entries(const std::vector<double>& lp, size_t k);
 
 }  // namespace tally

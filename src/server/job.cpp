@@ -6,7 +6,7 @@ void Job::push(Event e) {
   {
     std::lock_guard<std::mutex> lock(m_);
     if (e.kind == Event::Kind::Token) {
-      ++completion_;
+      if (e.token >= 0) ++completion_;  // held text flushed at the end is no token
       if (!has_first_) {
         has_first_ = true;
         first_token_ = Clock::now();

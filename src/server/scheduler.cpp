@@ -8,31 +8,24 @@
 #include <random>
 
 #include "core/error.h"
-#include "runtime/beam_search.h"
-#include "sampler/sampler.h"
 #include "server/api_error.h"
-#include "tokenizer/stream_decoder.h"
 
 namespace tally::server {
 
-// One choice of a running request: its sequence, sampler and text state.
+// One choice of a running request: its sequence and its generation step.
 struct Scheduler::Choice {
   Engine::Id id;
-  Sampler sampler;
-  StreamDecoder decoder;
-  std::string held;  // decoded text not yet sent: it may be the start of a stop string
-  int64_t generated = 0;
+  Generation gen;
   bool done = false;
   Job::Clock::time_point last_token{};
-  Choice(Engine::Id i, const SamplerParams& p, const Tokenizer& tok) : id(i), sampler(p), decoder(tok) {}
+  Choice(Engine::Id i, const GenerationParams& p, const Tokenizer& tok) : id(i), gen(p, &tok) {}
 };
 
 struct Scheduler::Running {
   std::shared_ptr<Job> job;
   std::vector<Choice> choices;  // choices[0] holds the prompt; the others are forked once it is evaluated
   bool forked = false;
-  int64_t max_tokens = 0;
-  uint64_t seed = 0;
+  GenerationParams params;      // of choice 0; choice i samples with seed + i
 };
 
 Scheduler::Scheduler(const Model& model, const Tokenizer& tok, const EngineOptions& eo, const SchedulerLimits& limits,
@@ -144,30 +137,36 @@ bool Scheduler::try_admit(const std::shared_ptr<Job>& job) {
   job->set_cached_tokens(a.cached_tokens);
   auto r = std::make_unique<Running>();
   r->job = job;
-  r->max_tokens = max_tokens;
-  r->seed = req.seeded ? req.sampling.seed : std::random_device{}() * 0x9e3779b97f4a7c15ull;
-  SamplerParams p = req.sampling;
-  p.seed = r->seed;
-  r->choices.emplace_back(*a.id, p, tok_);
+  r->params.sampling = req.sampling;
+  r->params.sampling.seed = req.seeded ? req.sampling.seed : std::random_device{}() * 0x9e3779b97f4a7c15ull;
+  r->params.max_tokens = max_tokens;
+  r->params.stop = req.stop;
+  r->params.is_stop = [this](int32_t id) { return tok_.is_end_of_generation(id); };
+  r->params.top_logprobs = req.logprobs ? req.top_logprobs : -1;
+  r->choices.emplace_back(*a.id, r->params, tok_);
   running_sequences_ += req.n;
   running_.push_back(std::move(r));
   return true;
 }
 
-void Scheduler::finish_choice(Running& r, Choice& c, const std::string& reason) {
+void Scheduler::emit(Running& r, Choice& c, const Emission& em) {
+  Event e;
+  e.choice = static_cast<int>(&c - r.choices.data());
+  e.token = em.token;
+  e.text = em.text;
+  e.logprob = em.logprob;
+  e.top = em.top;
+  r.job->push(std::move(e));
+}
+
+void Scheduler::finish_choice(Running& r, Choice& c, Finish why) {
+  c.gen.end(why);
   // What was held back as a possible stop string's start is text after all.
-  Event tail;
-  tail.choice = static_cast<int>(&c - r.choices.data());
-  tail.text = c.held + c.decoder.flush();
-  c.held.clear();
-  if (!tail.text.empty()) {
-    tail.kind = Event::Kind::Token;  // text only: no token, no logprob
-    r.job->push(tail);
-  }
+  if (const auto tail = c.gen.tail()) emit(r, c, *tail);
   Event end;
   end.kind = Event::Kind::End;
-  end.choice = tail.choice;
-  end.finish_reason = reason;
+  end.choice = static_cast<int>(&c - r.choices.data());
+  end.finish_reason = finish_reason(c.gen.finish());
   r.job->push(end);
   engine_.release(c.id);
   c.done = true;
@@ -179,66 +178,25 @@ void Scheduler::advance(Running& r) {
   if (!r.forked) {
     if (!engine_.ready(r.choices[0].id)) return;
     for (int i = 1; i < req.n; ++i) {
-      SamplerParams p = req.sampling;
-      p.seed = r.seed + static_cast<uint64_t>(i);
+      GenerationParams p = r.params;
+      p.sampling.seed += static_cast<uint64_t>(i);
       r.choices.emplace_back(engine_.fork(r.choices[0].id), p, tok_);
     }
     r.forked = true;
   }
-  std::vector<double> lp;
   for (Choice& c : r.choices) {
     if (c.done || !engine_.ready(c.id)) continue;
-    const auto logits = engine_.logits(c.id);
-    const int32_t token = c.sampler.sample(logits, engine_.tokens(c.id), static_cast<size_t>(c.generated));
-    const int idx = static_cast<int>(&c - r.choices.data());
-    if (tok_.is_end_of_generation(token)) {
-      finish_choice(r, c, "stop");
-      continue;
+    const auto em = c.gen.step(engine_.logits(c.id), engine_.tokens(c.id), engine_.room(c.id));
+    if (em) {
+      const auto now = Job::Clock::now();
+      if (c.gen.generated() > 1) metrics_.inter_token(std::chrono::duration<double>(now - c.last_token).count());
+      c.last_token = now;
+      emit(r, c, *em);
     }
-    Event e;
-    e.choice = idx;
-    e.token = token;
-    if (req.logprobs) {
-      log_softmax(logits, lp);
-      e.logprob = lp[static_cast<size_t>(token)];
-      std::vector<int32_t> order(lp.size());
-      for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
-      const size_t k = std::min<size_t>(static_cast<size_t>(req.top_logprobs), order.size());
-      std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
-                        [&](int32_t a, int32_t b) { return lp[a] > lp[b]; });
-      for (size_t i = 0; i < k; ++i) e.top.emplace_back(order[i], lp[order[i]]);
-    }
-    // Text: hold back what could be the start of a stop string; end the choice at one.
-    c.held += c.decoder.push(token);
-    size_t cut = std::string::npos;
-    for (const std::string& s : req.stop) cut = std::min(cut, c.held.find(s));
-    const auto now = Job::Clock::now();
-    if (c.generated > 0) metrics_.inter_token(std::chrono::duration<double>(now - c.last_token).count());
-    c.last_token = now;
-    ++c.generated;
-    if (cut != std::string::npos) {
-      e.text = c.held.substr(0, cut);
-      r.job->push(e);
-      c.held.clear();
-      c.decoder.flush();
-      finish_choice(r, c, "stop");
-      continue;
-    }
-    size_t keep = 0;
-    for (const std::string& s : req.stop)
-      for (size_t k = std::min(s.size() - 1, c.held.size()); k > keep; --k)
-        if (c.held.compare(c.held.size() - k, k, s, 0, k) == 0) {
-          keep = k;
-          break;
-        }
-    e.text = c.held.substr(0, c.held.size() - keep);
-    c.held.erase(0, c.held.size() - keep);
-    r.job->push(e);
-    if (c.generated >= r.max_tokens || engine_.room(c.id) == 0) {
-      finish_choice(r, c, "length");
-      continue;
-    }
-    engine_.push(c.id, token);
+    if (c.gen.finished())
+      finish_choice(r, c, c.gen.finish());
+    else
+      engine_.push(c.id, c.gen.next());
   }
 }
 
@@ -273,13 +231,13 @@ void Scheduler::loop() {
     for (auto& r : running_)
       if (r->job->cancelled())
         for (Choice& c : r->choices)
-          if (!c.done) finish_choice(*r, c, "cancelled");
+          if (!c.done) finish_choice(*r, c, Finish::Cancelled);
     if (!running_.empty()) {
       engine_.step();
       for (auto& r : running_) {
         advance(*r);
         for (Choice& c : r->choices)
-          if (!c.done && engine_.stopped(c.id)) finish_choice(*r, c, "length");
+          if (!c.done && engine_.stopped(c.id)) finish_choice(*r, c, Finish::ContextFull);
       }
     }
     // Finished requests leave the running set.
@@ -304,7 +262,7 @@ void Scheduler::loop() {
   // Shutting down: every job still here ends now.
   for (auto& r : running_)
     for (Choice& c : r->choices)
-      if (!c.done) finish_choice(*r, c, "cancelled");
+      if (!c.done) finish_choice(*r, c, Finish::Cancelled);
 }
 
 }  // namespace tally::server

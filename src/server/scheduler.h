@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "runtime/engine.h"
+#include "runtime/generation.h"
 #include "server/job.h"
 #include "server/metrics.h"
 #include "tokenizer/tokenizer.h"
@@ -62,7 +63,8 @@ class Scheduler {
   void loop();
   bool try_admit(const std::shared_ptr<Job>& job);
   void advance(Running& r);  // samples every ready choice of r
-  void finish_choice(Running& r, Choice& c, const std::string& reason);
+  void emit(Running& r, Choice& c, const Emission& em);
+  void finish_choice(Running& r, Choice& c, Finish why);
   void publish();
 
   const Model& model_;

@@ -117,9 +117,9 @@ else
   [ "${TALLY_REQUIRE_SHARED:-0}" = 1 ] && failures=$((failures + 1))
 fi
 expect_ok "kv-plan qwen3-vl-4b" "147456 B \\(144.00 KiB\\)" "$tally" kv-plan --layers 36 --heads 32 --kv-heads 8 --head-dim 128 --dtype bf16
-expect_error "serve queue zero" "--queue must be at least 1, got 0" "$tally" serve --queue 0
+expect_error "serve queue zero" "--queue: 0 is out of range" "$tally" serve --queue 0
 expect_error "serve parallel zero" "--parallel: 0 is out of range \\(1 to 8192\\)" "$tally" serve --parallel 0
-expect_error "serve port out of range" "--port must be in" "$tally" serve --port 70000
+expect_error "serve port out of range" "--port: 70000 is out of range" "$tally" serve --port 70000
 expect_error "kv-plan heads not divisible" "not divisible by --kv-heads 5" "$tally" kv-plan --layers 36 --heads 32 --kv-heads 5 --head-dim 128
 # One case per class of hostile input (docs/reliability.md).
 python3 -c 'n = 100000; print("{\"num_hidden_layers\": " + "[" * n + "]" * n + "}")' >"$tmp/deep.json"

@@ -214,7 +214,7 @@ TEST(KvQuant, SlideRerotatesQuantizedKeysAndMovesValuesUnchanged) {
     g.sinks = 4;
     int64_t longest = 0;
     const auto prompt = test::token_pattern(10);
-    const GenerateResult r = generate(z, prompt, g, [&](int32_t) { longest = std::max(longest, z.length()); });
+    const GenerateResult r = generate(z, prompt, g, [&](const Emission&) { longest = std::max(longest, z.length()); });
     EXPECT_EQ(r.tokens.size(), 150u);
     EXPECT_LE(longest, 48);
     EXPECT_EQ(std::vector<int32_t>(z.tokens().begin(), z.tokens().begin() + 4),

@@ -271,8 +271,10 @@ TEST(ModelGemma3, AStreamReRotatesEachLayerWithItsOwnBase) {
 // Against HF transformers (the same file dequantized to float32 by its GGUF
 // loader): the 10 largest logits at every position of the short prompts and
 // at the last 16 of the 926-token one, past the sliding layers' window.
-// Measured: max |diff| 0.73, mean 0.10 over 2,640 logits (tally rounds
-// activations to 8 bits, HF computes in float32); at every one of the 127
+// Measured: mean |diff| 0.10-0.11 over 2,640 logits (tally rounds
+// activations to 8 bits, HF computes in float32); max 0.73 with the AVX-512
+// kernels, 0.94 with the scalar ones and 1.10 with the AVX2 ones (their sums
+// run in another order), all at the 215-token prompt; at every one of the 127
 // positions where HF's winner leads by more than 1, it is ours too.
 TEST(ModelGemma3, LogitsMatchHfTransformers) {
   TALLY_NEED_GEMMA();
@@ -314,7 +316,7 @@ TEST(ModelGemma3, LogitsMatchHfTransformers) {
   }
   std::printf("HF transformers: %lld logits, max |diff| %.3f, mean %.3f; %lld decisive positions\n",
               static_cast<long long>(n), worst, sum / static_cast<double>(n), static_cast<long long>(decisive));
-  EXPECT_LE(worst, 1.0);
+  EXPECT_LE(worst, 1.5);
   EXPECT_LE(sum / static_cast<double>(n), 0.15);
   EXPECT_GT(decisive, 100);
 }

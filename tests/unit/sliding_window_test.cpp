@@ -83,7 +83,7 @@ TEST(SlidingWindow, AStreamKeepsItsSinksAndNeverOutgrowsTheWindow) {
   g.sampling.temperature = 0.8f;
   g.sampling.seed = 5;
   int64_t longest = 0;
-  const GenerateResult r = generate(s, prompt, g, [&](int32_t) { longest = std::max(longest, s.length()); });
+  const GenerateResult r = generate(s, prompt, g, [&](const Emission&) { longest = std::max(longest, s.length()); });
   EXPECT_EQ(r.tokens.size(), 300u);
   EXPECT_LE(longest, 48);
   EXPECT_GE(r.slid, 300 - 48);

@@ -88,7 +88,7 @@ void add_chat(CLI::App& app) {
       if (r.dropped_turns > 0)
         fmt::print(stderr, "[the context of {} tokens was full: the oldest {} turn(s) were dropped]\n",
                    session.n_ctx(), r.dropped_turns);
-      if (r.generation.stop == GenerateResult::Stop::ContextFull)
+      if (r.generation.stop == Finish::ContextFull)
         fmt::print(stderr, "[reply cut: the context of {} tokens is full; the next turn drops the oldest turns]\n",
                    session.n_ctx());
       fmt::print(stderr, "[{} new prompt tokens prefilled, {} reused from the cache, {} generated, {:.1f} tok/s]\n",

@@ -23,6 +23,11 @@
 
 namespace tally::cli {
 
+namespace {
+// How a continuation ended, in run's --json ("context_full" kept apart from "length").
+const char* finish_name(Finish f) { return f == Finish::ContextFull ? "context_full" : finish_reason(f); }
+}  // namespace
+
 void add_run(CLI::App& app) {
   struct Opts {
     ModelOptions m;
@@ -36,6 +41,8 @@ void add_run(CLI::App& app) {
     std::string save_session, load_session;
     bool stream = false;
     int64_t sinks = 4, window = 0;
+    std::vector<std::string> stop;
+    int logprobs = -1;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("run", "Generate text from a prompt");
@@ -47,6 +54,10 @@ void add_run(CLI::App& app) {
   cmd->add_flag("--chat", o->chat, "Wrap the prompt in the model's chat template as a user turn");
   cmd->add_flag("--json", o->json, "Print one JSON object at the end instead of streaming");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at end-of-generation tokens (benchmarks)");
+  cmd->add_option("--stop", o->stop, "Stop at this text (repeatable; not printed)")->check(nonempty_text("--stop"));
+  auto* logprobs = cmd->add_option("--logprobs", o->logprobs,
+                                   "With --json: each generated token's log-probability and the N most likely")
+                       ->transform(integer_in(0, 20));
   auto* par = cmd->add_option("--parallel", o->parallel,
                               "N sampled continuations of the prompt, sharing its KV blocks (seeds S, S+1, ...)");
   auto* beam = cmd->add_option("--beam", o->beam, "Beam search of width W over forked sequences (greedy scoring)");
@@ -65,7 +76,7 @@ void add_run(CLI::App& app) {
   cmd->add_option("--load-session", o->load_session,
                   "Continue a saved session: -p (optional) is appended after its tokens, as raw text")
       ->check(nonempty_path());
-  cmd->callback([o, par, beam, prompt_opt, sinks, window] {
+  cmd->callback([o, par, beam, prompt_opt, sinks, window, logprobs] {
     if ((sinks->count() || window->count()) && !o->stream) fail("--sinks and --window go with --stream");
     if (o->stream && (beam->count() || o->parallel > 1 || o->no_cache))
       fail("--stream slides one sequence's cache: not with --beam, --parallel or --no-cache");
@@ -87,6 +98,9 @@ void add_run(CLI::App& app) {
     if ((beam->count() || o->parallel > 1) && o->no_cache)
       fail("--no-cache recomputes one sequence; --parallel and --beam share a cache between sequences");
     if (o->beam_copy && !beam->count()) fail("--beam-copy needs --beam W");
+    if (logprobs->count() && !o->json) fail("--logprobs goes with --json (the log-probabilities are part of the JSON)");
+    if (beam->count() && (logprobs->count() || !o->stop.empty()))
+      fail("--beam scores its own hypotheses: --logprobs and --stop go with sampling, not with --beam");
     if (beam->count() && o->n_predict < 1) fail("-n must be at least 1 with --beam, got {}", o->n_predict);
     LoadedModel lm = load_model(o->m);
     const Tokenizer& tok = *lm.tokenizer;
@@ -139,22 +153,33 @@ void add_run(CLI::App& app) {
     g.use_cache = !o->no_cache;
     g.sampling = o->sampling;
     g.is_stop = stop;
+    g.stop = o->stop;
+    g.top_logprobs = o->logprobs;
+    auto logprob_json = [&tok](const Emission& e) {
+      nlohmann::json top = nlohmann::json::array();
+      for (const auto& [id, lp] : e.top) top.push_back({{"id", id}, {"token", tok.token_bytes(id, false)}, {"logprob", lp}});
+      return nlohmann::json{{"id", e.token}, {"token", tok.token_bytes(e.token, false)}, {"logprob", e.logprob}, {"top", top}};
+    };
     if (o->parallel > 1) {
       Engine engine(*lm.model, engine_options(o->m, *lm.model));
-      const ParallelResult r = generate_parallel(engine, prompt, o->parallel, g);
+      std::vector<nlohmann::json> lps(static_cast<size_t>(o->parallel), nlohmann::json::array());
+      const ParallelResult r = generate_parallel(
+          engine, prompt, o->parallel, g,
+          [&](int i, const Emission& e) {
+            if (o->logprobs >= 0 && e.token >= 0) lps[static_cast<size_t>(i)].push_back(logprob_json(e));
+          },
+          &tok);
       nlohmann::json all = nlohmann::json::array();
       for (size_t i = 0; i < r.continuations.size(); ++i) {
         const GenerateResult& c = r.continuations[i];
-        const std::string text = text_of(c.tokens);
-        const char* finish = c.stop == GenerateResult::Stop::EndToken ? "stop"
-                             : c.stop == GenerateResult::Stop::MaxTokens ? "length"
-                                                                          : "context_full";
         if (o->json) {
-          all.push_back({{"text", text}, {"token_ids", c.tokens}, {"generated_tokens", c.tokens.size()},
-                         {"finish", finish}, {"seed", o->sampling.seed + i}});
+          nlohmann::json one{{"text", c.text}, {"token_ids", c.tokens}, {"generated_tokens", c.tokens.size()},
+                             {"finish", finish_name(c.stop)}, {"seed", o->sampling.seed + i}};
+          if (o->logprobs >= 0) one["logprobs"] = lps[i];
+          all.push_back(std::move(one));
         } else {
           fmt::print("--- {} of {} (seed {}, {}) ---\n{}\n", i + 1, r.continuations.size(), o->sampling.seed + i,
-                     finish, text);
+                     finish_name(c.stop), c.text);
         }
       }
       if (o->json) {
@@ -187,24 +212,23 @@ void add_run(CLI::App& app) {
       session.truncate(session.length() - 1);
       prompt.insert(prompt.begin(), last);
     }
-    StreamDecoder stream(tok);
-    std::string generated_text;
-    const GenerateResult r = generate(session, prompt, g, [&](int32_t id) {
-      const std::string piece = stream.push(id);
-      generated_text += piece;
-      if (!o->json) {
-        fmt::print("{}", piece);
-        flush_stdout();
-      }
-    });
-    const std::string rest = stream.flush();
-    generated_text += rest;
-    if (r.stop == GenerateResult::Stop::ContextFull)
+    nlohmann::json lps = nlohmann::json::array();
+    const GenerateResult r = generate(
+        session, prompt, g,
+        [&](const Emission& e) {
+          if (o->logprobs >= 0 && e.token >= 0) lps.push_back(logprob_json(e));
+          if (!o->json && !e.text.empty()) {
+            fmt::print("{}", e.text);
+            flush_stdout();
+          }
+        },
+        &tok);
+    if (r.stop == Finish::ContextFull)
       fmt::print(stderr, "tally: warning: stopped: the context of {} tokens is full\n", session.n_ctx());
     if (!o->save_session.empty()) {
       // Unless generation ended at a stop token, the last token chosen is not in the
       // cache yet: evaluate it, so that the file holds the whole text.
-      if (r.stop != GenerateResult::Stop::EndToken && !r.tokens.empty() && session.length() < session.n_ctx())
+      if (r.stop != Finish::EndToken && !r.tokens.empty() && session.length() < session.n_ctx())
         session.append(std::span<const int32_t>(&r.tokens.back(), 1));
       session.save(o->save_session);
     }
@@ -213,7 +237,8 @@ void add_run(CLI::App& app) {
           {"prompt_tokens", r.prompt_tokens},
           {"generated_tokens", r.tokens.size()},
           {"token_ids", r.tokens},
-          {"text", generated_text},
+          {"text", r.text},
+          {"finish", finish_name(r.stop)},
           {"kv", {{"cache_bytes", session.cache().storage().bytes()},
                   {"window_slots", session.cache().stats().window_slots}}},
           {"timings",
@@ -222,13 +247,14 @@ void add_run(CLI::App& app) {
             {"decode_ms", r.decode_ms},
             {"prefill_tps", tps(static_cast<double>(r.prompt_tokens), r.prefill_ms)},
             {"decode_tps", tps(static_cast<double>(r.decode_steps), r.decode_ms)}}}};
+      if (o->logprobs >= 0) j["logprobs"] = lps;
       if (!o->load_session.empty()) {
         j["timings"]["session_load_ms"] = session_load_ms;
         j["session_tokens"] = session_tokens;
       }
       print_json(j);
     } else {
-      fmt::print("{}\n", rest);
+      fmt::print("\n");
     }
   });
 }

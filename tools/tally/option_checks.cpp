@@ -53,6 +53,11 @@ CLI::Validator nonempty_path() {
                         "");
 }
 
+CLI::Validator nonempty_text(std::string flag) {
+  return CLI::Validator(
+      [flag](std::string& s) { return s.empty() ? fmt::format("{} must not be empty", flag) : std::string(); }, "");
+}
+
 CLI::Validator output_file(std::string what) {
   return CLI::Validator(
       [what](std::string& s) {

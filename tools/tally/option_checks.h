@@ -13,6 +13,8 @@ namespace tally::cli {
 // For a path option: the path is not empty (an empty -m would otherwise mean
 // "the default model", silently).
 CLI::Validator nonempty_path();
+// For a text option that must not be empty (`flag` names it).
+CLI::Validator nonempty_text(std::string flag);
 // For a path the command writes (io/atomic_file.h): not empty, and a regular
 // file, a symlink to one, or nothing yet; `what` names it in the error.
 CLI::Validator output_file(std::string what);

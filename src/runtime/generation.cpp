@@ -1,0 +1,96 @@
+#include "runtime/generation.h"
+
+#include "core/error.h"
+
+namespace tally {
+
+void GenerationParams::validate() const {
+  sampling.validate();
+  if (max_tokens < -1) fail("the token limit must be >= 0 (or -1: none), got {}", max_tokens);
+  for (const std::string& s : stop)
+    if (s.empty()) fail("a stop string must not be empty");
+  if (top_logprobs < -1 || top_logprobs > 20) fail("top logprobs must be between 0 and 20, got {}", top_logprobs);
+}
+
+const char* finish_reason(Finish f) {
+  switch (f) {
+    case Finish::EndToken:
+    case Finish::StopString: return "stop";
+    case Finish::MaxTokens:
+    case Finish::ContextFull: return "length";
+    case Finish::Cancelled: return "cancelled";
+    case Finish::None: break;
+  }
+  return "";
+}
+
+Generation::Generation(const GenerationParams& p, const Tokenizer* tok) : p_(p), sampler_(p.sampling) {
+  p_.validate();
+  if (tok != nullptr) decoder_.emplace(*tok);
+  if (!p_.stop.empty() && tok == nullptr) fail("stop strings need a tokenizer to decode the text");
+}
+
+std::optional<Emission> Generation::step(std::span<const float> logits, std::span<const int32_t> history,
+                                         int64_t room) {
+  if (finished()) fail("the generation has finished: no more steps");
+  if (p_.max_tokens >= 0 && generated_ >= p_.max_tokens) {
+    finish_ = Finish::MaxTokens;
+    return std::nullopt;
+  }
+  Emission e;
+  e.token = sampler_.sample(logits, history, static_cast<size_t>(generated_));
+  if (p_.top_logprobs >= 0) {
+    log_softmax(logits, lp_);
+    e.logprob = lp_[static_cast<size_t>(e.token)];
+    e.top = top_entries(lp_, static_cast<size_t>(p_.top_logprobs));
+  }
+  if (p_.is_stop && p_.is_stop(e.token)) {
+    finish_ = Finish::EndToken;
+    return std::nullopt;
+  }
+  ++generated_;
+  if (decoder_) {
+    // Hold back what could be the start of a stop string; end at one.
+    held_ += decoder_->push(e.token);
+    size_t cut = std::string::npos;
+    for (const std::string& s : p_.stop) cut = std::min(cut, held_.find(s));
+    if (cut != std::string::npos) {
+      e.text = held_.substr(0, cut);
+      held_.clear();
+      decoder_->flush();
+      finish_ = Finish::StopString;
+      return e;
+    }
+    size_t keep = 0;
+    for (const std::string& s : p_.stop)
+      for (size_t k = std::min(s.size() - 1, held_.size()); k > keep; --k)
+        if (held_.compare(held_.size() - k, k, s, 0, k) == 0) {
+          keep = k;
+          break;
+        }
+    e.text = held_.substr(0, held_.size() - keep);
+    held_.erase(0, held_.size() - keep);
+  }
+  if (p_.max_tokens >= 0 && generated_ >= p_.max_tokens)
+    finish_ = Finish::MaxTokens;
+  else if (room <= 0)
+    finish_ = Finish::ContextFull;
+  else
+    next_ = e.token;
+  return e;
+}
+
+void Generation::end(Finish why) {
+  if (!finished()) finish_ = why;
+}
+
+std::optional<Emission> Generation::tail() {
+  if (!finished() || !decoder_) return std::nullopt;
+  Emission e;
+  e.text = held_ + decoder_->flush();
+  held_.clear();
+  if (e.text.empty()) return std::nullopt;
+  return e;
+}
+
+}  // namespace tally

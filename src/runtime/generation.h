@@ -1,0 +1,89 @@
+#pragma once
+// One generated sequence's step, the same wherever a token is produced (run,
+// chat, --parallel, the server's scheduler): the logits of its last
+// position go through the sampler (penalties, temperature, top-k/top-p/
+// min-p, a seeded draw), then the stop checks, then out as an emission.
+//
+//   logits -> sample -> end-of-generation token?   -> finish "stop" (not emitted)
+//                    -> text; a stop string in it?  -> emit the text before it, finish "stop"
+//                    -> max_tokens reached?         -> emit, finish "length"
+//                    -> no room to grow?            -> emit, finish "context"
+//                    -> emit; the token goes back in (next())
+//
+// Text is decoded as it comes (complete UTF-8 only); the tail that could be
+// the start of a stop string is held back until it cannot be, and whatever
+// is held is emitted (token -1) when the sequence finishes. Without a
+// tokenizer there is no text (and no stop strings).
+// Invariants: a finished Generation stays finished; generated() counts the
+// tokens emitted (the end-of-generation token is not one); the concatenated
+// texts equal the decoded emitted tokens, cut at the first stop string.
+// Not thread-safe: one Generation per sequence, stepped by one thread.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sampler/sampler.h"
+#include "tokenizer/stream_decoder.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tally {
+
+struct GenerationParams {
+  SamplerParams sampling;
+  int64_t max_tokens = 128;               // -1: no limit
+  std::vector<std::string> stop;          // stop strings (need a tokenizer); not emitted
+  std::function<bool(int32_t)> is_stop;   // end-of-generation tokens (not emitted); null: none
+  int top_logprobs = -1;                  // -1: no logprobs; k >= 0: the token's and the k best
+
+  void validate() const;  // throws tally::Error naming the bad field
+};
+
+enum class Finish { None, EndToken, StopString, MaxTokens, ContextFull, Cancelled };
+// "stop", "length", "cancelled" as OpenAI names them (a full context is "length").
+const char* finish_reason(Finish f);
+
+struct Emission {
+  int32_t token = -1;  // -1: held text flushed at the end, no token
+  std::string text;    // may be empty (an unfinished character, a held-back stop-string prefix)
+  double logprob = 0;  // with top_logprobs >= 0
+  std::vector<std::pair<int32_t, double>> top;
+};
+
+class Generation {
+ public:
+  // tok: for text and stop strings (null: tokens only).
+  Generation(const GenerationParams& p, const Tokenizer* tok);
+
+  // One step. history: the sequence's tokens so far (prompt and generated);
+  // room: positions it may still grow by. Returns the token's emission
+  // (nothing when it finished on an end token or was already at its limit).
+  // Once finished(), tail() has the held text.
+  std::optional<Emission> step(std::span<const float> logits, std::span<const int32_t> history, int64_t room);
+  // The token to append to the sequence, once step() emitted one and did not finish.
+  int32_t next() const { return next_; }
+  bool finished() const { return finish_ != Finish::None; }
+  Finish finish() const { return finish_; }
+  // Ends it for a reason of the caller's (cancelled, the pool cannot grow it).
+  void end(Finish why);
+  // Once finished: the text held back (a possible stop string's start, an
+  // unfinished character), as an emission without a token; then nothing.
+  std::optional<Emission> tail();
+  int64_t generated() const { return generated_; }
+  const GenerationParams& params() const { return p_; }
+
+ private:
+  GenerationParams p_;
+  Sampler sampler_;
+  std::optional<StreamDecoder> decoder_;
+  std::string held_;
+  int64_t generated_ = 0;
+  int32_t next_ = -1;
+  Finish finish_ = Finish::None;
+  std::vector<double> lp_;
+};
+
+}  // namespace tally
