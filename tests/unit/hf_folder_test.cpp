@@ -238,8 +238,13 @@ TEST(HfFolder, Gemma3IsTheModelOfItsConvertedGgufAndOfTransformers) {
   EXPECT_LE(diffs.mean(), 0.08);
   EXPECT_GT(decisive, 50);
   const std::vector<tally::ChatMessage> hi = {{"user", "Hi"}, {"assistant", "Hello"}};
-  EXPECT_EQ(tally::ChatTemplate::from_gguf(folder->file()).render(hi, true),
-            "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nHello<end_of_turn>\n<start_of_turn>model\n");
+  // The template writes BOS itself (HF's rendering); encode() does not double it.
+  const tally::ChatTemplate ct = tally::ChatTemplate::from_gguf(folder->file());
+  EXPECT_EQ(ct.render(hi, true),
+            "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nHello<end_of_turn>\n<start_of_turn>model\n");
+  const tally::Tokenizer tok = tally::Tokenizer::from_gguf(folder->file());
+  EXPECT_EQ(ct.encode(tok, hi, true), tok.encode(ct.render(hi, true).substr(5), true, true));
+  EXPECT_EQ(ct.encode(tok, hi, true).front(), tok.bos_id());
 }
 
 // Gemma's tokenizer.json (SentencePiece BPE with byte fallback): HF
