@@ -2,11 +2,24 @@
 
 #include <fmt/format.h>
 
+#include "core/printable.h"
+
 #include "jinja/builtins.h"
 #include "jinja/lexer.h"
 #include "jinja/parser.h"
 
 namespace tally::jinja {
+namespace {
+
+// Messages quote template text and values: one printable line, bounded.
+std::string one_line(const std::string& msg) {
+  PrintableOptions o;
+  o.max_bytes = 400;
+  o.escape_quotes = false;
+  return printable(msg, o);
+}
+
+}  // namespace
 
 Template Template::parse(std::string_view source, std::string origin) {
   auto impl = std::make_shared<Impl>();
@@ -14,7 +27,7 @@ Template Template::parse(std::string_view source, std::string origin) {
   try {
     impl->body = jinja::parse(tokenize(source));
   } catch (const SyntaxError& e) {
-    fail("{}: line {}, column {}: {}", impl->origin, e.line, e.col, e.message);
+    fail("{}: line {}, column {}: {}", impl->origin, e.line, e.col, one_line(e.message));
   }
   Template t;
   t.impl_ = std::move(impl);
@@ -32,8 +45,8 @@ std::vector<Segment> Template::render(const std::vector<Variable>& vars, const R
     Interpreter in(o.limits, o.now ? *o.now : std::time(nullptr));
     out = in.render(impl_->body, context);
   } catch (const RenderError& e) {
-    if (e.raised) throw TemplateError(e.message);
-    fail("{}: line {}, column {}: {}", impl_->origin, e.line, e.col, e.message);
+    if (e.raised) throw TemplateError(one_line(e.message));
+    fail("{}: line {}, column {}: {}", impl_->origin, e.line, e.col, one_line(e.message));
   }
   std::vector<Segment> segs;
   for (size_t i = 0; i < out.s.size();) {
