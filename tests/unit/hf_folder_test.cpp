@@ -303,3 +303,17 @@ TEST(HfFolder, RefusesATensorItDoesNotKnow) {
   expect_error([&] { tally::open_hf_folder(f.dir()); }, {"model.safetensors", "'model.layers.0.mlp.experts.0.weight'",
                                                           "not one tally knows"});
 }
+
+// transformers reads chat_template.jinja before tokenizer_config.json's
+// chat_template; the folder's GGUF view does the same.
+TEST(HfFolder, ChatTemplateFileWinsOverTokenizerConfig) {
+  const FolderCopy copy("qwen2-hf");
+  nlohmann::json tc = copy.read("tokenizer_config.json");
+  tc["chat_template"] = "CONFIG {{ messages[0].content }}";
+  copy.write("tokenizer_config.json", tc.dump());
+  copy.write("chat_template.jinja", "FILE {{ messages[0].content }}");
+  const std::vector<tally::ChatMessage> hi = {{"user", "Hi"}};
+  EXPECT_EQ(tally::ChatTemplate::from_gguf(*tally::open_model_file(copy.dir())).render(hi, false), "FILE Hi");
+  fs::remove(copy.dir() + "/chat_template.jinja");
+  EXPECT_EQ(tally::ChatTemplate::from_gguf(*tally::open_model_file(copy.dir())).render(hi, false), "CONFIG Hi");
+}
