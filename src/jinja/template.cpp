@@ -14,7 +14,7 @@ namespace {
 // Messages quote template text and values: one printable line, bounded.
 std::string one_line(const std::string& msg) {
   PrintableOptions o;
-  o.max_bytes = 400;
+  o.max_bytes = 200;
   o.escape_quotes = false;
   return printable(msg, o);
 }
