@@ -633,6 +633,9 @@ class Parser {
     }
     expect_op("]");
     if (args.empty()) fail(tok, "expected an index or a slice inside []");
+    if (args.size() > 1)
+      for (const auto& a : args)
+        if (a->kind == Expr::Kind::Slice) fail(tok, "a slice inside a tuple of indexes is not supported");
     ExprPtr key;
     if (args.size() == 1) {
       key = std::move(args[0]);

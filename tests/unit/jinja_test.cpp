@@ -185,6 +185,7 @@ TEST(Jinja, SyntaxErrorsNameLineAndColumn) {
       {"x {{ a ]] }}", "line 1, column 8", "unexpected ']'"},
       {"{% include 'x' %}", "line 1, column 4", "'include' tag is not supported"},
       {"{% frob %}", "line 1, column 4", "unknown tag 'frob'"},
+      {"{{ x[1:2, 3] }}", "line 1, column 5", "a slice inside a tuple of indexes"},
       {"{{ 99999999999999999999 }}", "line 1, column 4", "integer literal too large"},
       {"\xc3\xa9\xc3\xa9 {{ a $ b }}", "line 1, column 9", "unexpected character '$'"},
   };
