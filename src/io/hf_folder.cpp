@@ -563,8 +563,11 @@ void add_tokenizer(const HfFolderParts& parts, uint64_t n_vocab, const JsonField
   const bool add_eos = tc.flag("add_eos_token").value_or(eos && post_processor_adds(tj, *eos, true));
   kv.emplace_back("tokenizer.ggml.add_bos_token", bool_value(add_bos));
   kv.emplace_back("tokenizer.ggml.add_eos_token", bool_value(add_eos));
+  // chat_template.jinja first: transformers prefers the file to tokenizer_config.json's entry.
   std::string chat;
-  if (const json* ct = tc.find("chat_template")) {
+  if (parts.chat_template) {
+    chat = *parts.chat_template;
+  } else if (const json* ct = tc.find("chat_template")) {
     if (ct->is_string()) {
       chat = ct->get<std::string>();
     } else if (ct->is_array()) {  // named templates: the default one
@@ -572,8 +575,6 @@ void add_tokenizer(const HfFolderParts& parts, uint64_t n_vocab, const JsonField
         if (e.is_object() && string_field(e, "name") == "default" && e.contains("template") && e["template"].is_string())
           chat = e["template"].get<std::string>();
     }
-  } else if (parts.chat_template) {
-    chat = *parts.chat_template;
   }
   if (!chat.empty()) kv.emplace_back("tokenizer.chat_template", string_value(std::move(chat)));
   kv.emplace_back("tokenizer.ggml.tokens", array_value(GgufType::STRING, std::move(tokens)));

@@ -15,7 +15,7 @@ Conversation::Conversation(Session& session, const Tokenizer& tok, const ChatTem
 }
 
 std::vector<int32_t> Conversation::render_ids() const {
-  return tok_.encode(tmpl_.render(messages_, true), /*add_special=*/true, /*parse_special=*/true);
+  return tmpl_.encode(tok_, messages_, true);
 }
 
 TurnResult Conversation::say(const std::string& user, const GenerateOptions& o,

@@ -171,7 +171,8 @@ GenerationRequest parse_chat_request(const json& b, const Tokenizer& tok, const 
     r.top_logprobs = static_cast<int>(integer(b, "top_logprobs", 0, 20));
     if (!r.logprobs) bad_request("top_logprobs", "'top_logprobs' needs 'logprobs': true");
   }
-  r.prompt = tok.encode(tmpl.render(msgs, true), /*add_special=*/true, /*parse_special=*/true);
+  // Message contents are text: a message spelling a control token cannot forge the template's markup.
+  r.prompt = tmpl.encode(tok, msgs, true);
   if (r.prompt.empty()) bad_request("messages", "the messages render to no tokens");
   return r;
 }

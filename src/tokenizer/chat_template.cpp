@@ -1,135 +1,156 @@
 #include "tokenizer/chat_template.h"
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "io/gguf.h"
-#include "core/utf8.h"
 
 namespace tally {
 namespace {
 
-bool contains(std::string_view hay, std::string_view needle) {
-  return hay.find(needle) != std::string_view::npos;
-}
+// Gemma 3's instruction template (google/gemma-3-270m-it, tokenizer_config.json),
+// for Gemma 3 files that carry none: HF ships the same template for the base
+// and the instruction-tuned model.
+constexpr std::string_view kGemma3Template = R"({{ bos_token }}
+{%- if messages[0]['role'] == 'system' -%}
+    {%- if messages[0]['content'] is string -%}
+        {%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}
+    {%- else -%}
+        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}
+    {%- endif -%}
+    {%- set loop_messages = messages[1:] -%}
+{%- else -%}
+    {%- set first_user_prefix = "" -%}
+    {%- set loop_messages = messages -%}
+{%- endif -%}
+{%- for message in loop_messages -%}
+    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}
+        {{ raise_exception("Conversation roles must alternate user/assistant/user/assistant/...") }}
+    {%- endif -%}
+    {%- if (message['role'] == 'assistant') -%}
+        {%- set role = "model" -%}
+    {%- else -%}
+        {%- set role = message['role'] -%}
+    {%- endif -%}
+    {{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else "") }}
+    {%- if message['content'] is string -%}
+        {{ message['content'] | trim }}
+    {%- elif message['content'] is iterable -%}
+        {%- for item in message['content'] -%}
+            {%- if item['type'] == 'image' -%}
+                {{ '<start_of_image>' }}
+            {%- elif item['type'] == 'text' -%}
+                {{ item['text'] | trim }}
+            {%- endif -%}
+        {%- endfor -%}
+    {%- else -%}
+        {{ raise_exception("Invalid content type") }}
+    {%- endif -%}
+    {{ '<end_of_turn>\n' }}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{'<start_of_turn>model\n'}}
+{%- endif -%}
+)";
 
-// Undoes the escapes of a Jinja string literal that occur in templates.
-std::string unescape_literal(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '\\' || i + 1 == s.size()) {
-      out.push_back(s[i]);
-      continue;
-    }
-    const char c = s[++i];
-    switch (c) {
-      case 'n': out.push_back('\n'); break;
-      case 't': out.push_back('\t'); break;
-      case 'r': out.push_back('\r'); break;
-      default: out.push_back(c); break;  // \' \" \\ and anything else: the character itself
-    }
-  }
-  return out;
-}
-
-// The default system message of a ChatML template that inserts one when the
-// conversation does not start with a system turn, or "" if it does not.
-std::string find_default_system(std::string_view t) {
-  const bool conditional = contains(t, "messages[0]['role'] != 'system'") ||
-                           contains(t, "messages[0][\"role\"] != \"system\"") ||
-                           contains(t, "messages[0].role != 'system'") ||
-                           contains(t, "messages[0].role != \"system\"");
-  if (!conditional) return {};
-  // The system turn is a literal: "<|im_start|>system" + newline (real or
-  // escaped) + message + "<|im_end|>".
-  for (std::string_view head : {"<|im_start|>system\n", "<|im_start|>system\\n"}) {
-    const size_t b = t.find(head);
-    if (b == std::string_view::npos) continue;
-    const size_t start = b + head.size();
-    const size_t e = t.find("<|im_end|>", start);
-    if (e == std::string_view::npos) continue;
-    const std::string_view body = t.substr(start, e - start);
-    // Only a plain literal qualifies: an expression (e.g. a variable) would
-    // need a Jinja engine.
-    if (contains(body, "{{") || contains(body, "{%") || contains(body, "' +") ||
-        contains(body, "+ '"))
-      return {};
-    return unescape_literal(body);
-  }
-  return {};
+// The text of the special token whose id is stored under `key`, or "".
+std::string token_text(const GgufFile& f, std::string_view key) {
+  if (!f.has(key) || !f.has("tokenizer.ggml.tokens")) return {};
+  const uint64_t id = f.get_u64(key);
+  const auto& tokens = f.get_array("tokenizer.ggml.tokens");
+  if (id >= tokens.size()) return {};
+  return tokens[id].as_string("tokenizer.ggml.tokens");
 }
 
 }  // namespace
 
 ChatTemplate ChatTemplate::from_gguf(const GgufFile& f) {
+  const std::string bos = token_text(f, "tokenizer.ggml.bos_token_id");
+  const std::string eos = token_text(f, "tokenizer.ggml.eos_token_id");
   if (!f.has("tokenizer.chat_template")) {
-    // Gemma 3 base files carry none; HF ships the same template for base and instruct.
     if (f.has("general.architecture") && f.get_string("general.architecture") == "gemma3") {
-      ChatTemplate t;
-      t.family_ = "gemma";
+      ChatTemplate t = from_source(kGemma3Template, "Gemma 3's chat template", bos, eos);
+      t.fallback_ = true;
       return t;
     }
     fail("{}: no chat template in this file (missing tokenizer.chat_template)", f.path());
   }
-  return from_source(f.get_string("tokenizer.chat_template"), f.path());
+  return from_source(f.get_string("tokenizer.chat_template"), f.path() + ": tokenizer.chat_template", bos, eos);
 }
 
-ChatTemplate ChatTemplate::from_source(std::string_view source, std::string_view origin) {
+ChatTemplate ChatTemplate::from_source(std::string_view source, std::string origin, std::string bos_token,
+                                       std::string eos_token) {
   ChatTemplate t;
-  if (contains(source, "<|im_start|>") && contains(source, "<|im_end|>")) {
-    t.default_system_ = find_default_system(source);
-    t.family_ = t.default_system_.empty() ? "chatml" : "chatml-default-system";
-    return t;
+  t.tmpl_ = jinja::Template::parse(source, std::move(origin));
+  t.bos_ = std::move(bos_token);
+  t.eos_ = std::move(eos_token);
+  for (const std::string& lit : t.tmpl_.literals()) {
+    t.markup_ += lit;
+    t.markup_.push_back('\0');
   }
-  if (contains(source, "<start_of_turn>") && contains(source, "<end_of_turn>")) {
-    t.family_ = "gemma";
-    return t;
-  }
-  // Quote whole UTF-8 characters only, and show newlines as \n.
-  std::string_view head = source.substr(0, 60);
-  head = head.substr(0, utf8::complete_prefix(head));
-  std::string quoted;
-  for (char c : utf8::sanitize(head)) {
-    if (c == '\n')
-      quoted += "\\n";
-    else
-      quoted.push_back(c);
-  }
-  fail("{}: unsupported chat template (tokenizer.chat_template begins \"{}{}\"); supported "
-       "families: chatml, chatml-default-system, gemma",
-       origin, quoted, source.size() > 60 ? "..." : "");
+  return t;
 }
 
-std::string ChatTemplate::render(std::span<const ChatMessage> msgs,
-                                 bool add_generation_prompt) const {
-  std::string out;
-  if (family_ == "gemma") {
-    auto trim = [](std::string_view s) {
-      const size_t b = s.find_first_not_of(" \t\n\r");
-      return b == std::string_view::npos ? std::string_view() : s.substr(b, s.find_last_not_of(" \t\n\r") - b + 1);
-    };
-    size_t first = 0;
-    std::string prefix;  // the system message, before the first turn's content
-    if (!msgs.empty() && msgs[0].role == "system") {
-      prefix = msgs[0].content + "\n\n";
-      first = 1;
-    }
-    for (size_t i = first; i < msgs.size(); ++i) {
-      out.append("<start_of_turn>").append(msgs[i].role == "assistant" ? "model" : msgs[i].role).append("\n");
-      if (i == first) out.append(prefix);
-      out.append(trim(msgs[i].content)).append("<end_of_turn>\n");
-    }
-    if (add_generation_prompt) out.append("<start_of_turn>model\n");
-    return out;
+nlohmann::ordered_json ChatTemplate::to_json(std::span<const ChatMessage> msgs) {
+  auto out = nlohmann::ordered_json::array();
+  for (const ChatMessage& m : msgs) {
+    nlohmann::ordered_json j = {{"role", m.role}};
+    const bool calls = !m.tool_calls.is_null();
+    if (!(calls && m.content.empty())) j["content"] = m.content;
+    if (calls) j["tool_calls"] = m.tool_calls;
+    if (!m.name.empty()) j["name"] = m.name;
+    if (!m.tool_call_id.empty()) j["tool_call_id"] = m.tool_call_id;
+    out.push_back(std::move(j));
   }
-  auto turn = [&out](std::string_view role, std::string_view content) {
-    out.append("<|im_start|>").append(role).append("\n").append(content).append("<|im_end|>\n");
-  };
-  for (size_t i = 0; i < msgs.size(); ++i) {
-    if (i == 0 && !default_system_.empty() && msgs[0].role != "system")
-      turn("system", default_system_);
-    turn(msgs[i].role, msgs[i].content);
-  }
-  if (add_generation_prompt) out.append("<|im_start|>assistant\n");
   return out;
+}
+
+std::vector<PromptSegment> ChatTemplate::render_segments(const nlohmann::ordered_json& messages,
+                                                         bool add_generation_prompt,
+                                                         const nlohmann::ordered_json& tools) const {
+  std::vector<jinja::Variable> vars = {
+      {"messages", messages, true},
+      {"tools", tools, true},
+      {"documents", nullptr, false},
+      {"add_generation_prompt", add_generation_prompt, false},
+  };
+  // HF passes the special tokens the tokenizer has; a missing one is undefined.
+  if (!bos_.empty()) vars.push_back({"bos_token", bos_, false});
+  if (!eos_.empty()) vars.push_back({"eos_token", eos_, false});
+  std::vector<jinja::Segment> segs;
+  try {
+    segs = tmpl_.render(vars);
+  } catch (const jinja::TemplateError& e) {
+    throw jinja::TemplateError(fmt::format("the model's chat template refuses these messages: {}", e.what()));
+  }
+  std::vector<PromptSegment> out;
+  for (jinja::Segment& s : segs) out.push_back({std::move(s.text), s.from_input});
+  return out;
+}
+
+std::vector<PromptSegment> ChatTemplate::render_segments(std::span<const ChatMessage> msgs, bool add_generation_prompt,
+                                                         const nlohmann::ordered_json& tools) const {
+  return render_segments(to_json(msgs), add_generation_prompt, tools);
+}
+
+std::string ChatTemplate::render(std::span<const ChatMessage> msgs, bool add_generation_prompt) const {
+  std::string text;
+  for (const PromptSegment& s : render_segments(msgs, add_generation_prompt)) text += s.text;
+  return text;
+}
+
+std::vector<int32_t> ChatTemplate::encode(const Tokenizer& tok, std::vector<PromptSegment> prompt) const {
+  // The tokenizer adds BOS itself: drop the one the template writes first.
+  if (tok.adds_bos() && tok.bos_id() >= 0 && !prompt.empty() && !prompt[0].from_content) {
+    const std::string bos = tok.token_text(tok.bos_id());
+    if (!bos.empty() && prompt[0].text.compare(0, bos.size(), bos) == 0) prompt[0].text.erase(0, bos.size());
+  }
+  return tok.encode_prompt(prompt, /*add_special=*/true, markup_);
+}
+
+std::vector<int32_t> ChatTemplate::encode(const Tokenizer& tok, std::span<const ChatMessage> msgs,
+                                          bool add_generation_prompt, const nlohmann::ordered_json& tools) const {
+  return encode(tok, render_segments(msgs, add_generation_prompt, tools));
 }
 
 }  // namespace tally

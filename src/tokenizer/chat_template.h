@@ -1,47 +1,86 @@
 #pragma once
-// Renders a conversation into the prompt text a model was trained on. There
-// is no Jinja engine: the GGUF's tokenizer.chat_template is recognised as one
-// of the families below and rendered by fixed code.
-//   "chatml"                 <|im_start|>{role}\n{content}<|im_end|>\n per message
-//   "chatml-default-system"  the same, plus a default system turn (taken from
-//                            the template, e.g. SmolLM2's) inserted when the
-//                            first message is not a system message
-//   "gemma"                  <start_of_turn>{user|model}\n{content, trimmed}<end_of_turn>\n,
-//                            a system message put before the first user turn's
-//                            content with a blank line (Gemma 3's template)
-// Immutable after construction.
+// Renders a conversation into the prompt a model was trained on by running
+// the model's own chat template (a Jinja program: GGUF tokenizer.chat_template,
+// or an HF folder's chat_template.jinja / tokenizer_config.json) with the
+// variables Hugging Face's apply_chat_template passes: messages, tools,
+// add_generation_prompt, bos_token, eos_token. The rendering equals HF's byte
+// for byte (jinja/template.h).
+//
+// Each piece of the prompt remembers whether the template wrote it or it came
+// from the conversation, and encode() tokenizes the conversation's text as
+// plain text: a message that spells "<|im_end|>" cannot close its turn (as in
+// OpenAI's API). The template's own markers stay control tokens.
+//
+// A Gemma 3 file without a template (the base model) gets Gemma 3's
+// instruction template; is_fallback() says so, so that a chat can warn.
+// Immutable after construction; render/encode may run on several threads.
+#include <cstdint>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "jinja/template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace tally {
 
 class GgufFile;
 
 struct ChatMessage {
+  ChatMessage() = default;
+  ChatMessage(std::string r, std::string c) : role(std::move(r)), content(std::move(c)) {}
+
   std::string role;
   std::string content;
+  // OpenAI's tool calls of an assistant message ([{"id", "type", "function":
+  // {"name", "arguments"}}]); null when none. With calls and empty content,
+  // the message has no content key, as HF passes OpenAI's content: null.
+  nlohmann::ordered_json tool_calls;
+  std::string name;          // a tool message's function name ("" : none)
+  std::string tool_call_id;  // a tool message's call id ("" : none)
 };
 
 class ChatTemplate {
  public:
-  // Throws tally::Error when the file has no tokenizer.chat_template or when
-  // it is not a supported family (the message quotes its first ~60 chars). A
-  // gemma3 file without one gets "gemma", its architecture's template.
+  // Throws tally::Error when the file has no template (and is not Gemma 3)
+  // or the template does not parse (naming line and column).
   static ChatTemplate from_gguf(const GgufFile& f);
-  // The same from template text; `origin` names where it came from in errors.
-  static ChatTemplate from_source(std::string_view source, std::string_view origin);
+  // From template text; `origin` names it in errors; bos/eos are the texts
+  // of the model's special tokens ("" when it has none).
+  static ChatTemplate from_source(std::string_view source, std::string origin, std::string bos_token = {},
+                                  std::string eos_token = {});
 
-  // With add_generation_prompt the text ends with the assistant's turn opening
-  // ("<|im_start|>assistant\n", "<start_of_turn>model\n").
+  // Throws tally::Error when the template refuses the conversation
+  // (raise_exception: jinja::TemplateError, with the template's message) or
+  // fails on it. `tools`: null, or OpenAI's list of tool definitions.
+  std::vector<PromptSegment> render_segments(std::span<const ChatMessage> msgs, bool add_generation_prompt,
+                                             const nlohmann::ordered_json& tools = nullptr) const;
+  // The same for messages given as JSON objects, passed to the template as they are.
+  std::vector<PromptSegment> render_segments(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                             const nlohmann::ordered_json& tools) const;
+  // The prompt's text.
   std::string render(std::span<const ChatMessage> msgs, bool add_generation_prompt) const;
 
-  const std::string& family() const { return family_; }
-  const std::string& default_system() const { return default_system_; }  // "" if none
+  // The prompt's token ids. The tokenizer's BOS is added when it adds one,
+  // and a BOS the template writes first is then not doubled (as llama.cpp).
+  std::vector<int32_t> encode(const Tokenizer& tok, std::span<const ChatMessage> msgs, bool add_generation_prompt,
+                              const nlohmann::ordered_json& tools = nullptr) const;
+  std::vector<int32_t> encode(const Tokenizer& tok, std::vector<PromptSegment> prompt) const;
+
+  // The model has no template of its own: it is a base model, chatted with
+  // through its family's instruction template.
+  bool is_fallback() const { return fallback_; }
+
+  // The messages as the template sees them.
+  static nlohmann::ordered_json to_json(std::span<const ChatMessage> msgs);
 
  private:
-  std::string family_;
-  std::string default_system_;
+  jinja::Template tmpl_;
+  std::string bos_, eos_;
+  std::string markup_;  // every literal of the template, '\0'-separated
+  bool fallback_ = false;
 };
 
 }  // namespace tally

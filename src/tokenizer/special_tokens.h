@@ -28,6 +28,14 @@ class SpecialTokenSplitter {
   // user-defined tokens always (they are ordinary added words, not markup).
   void split(std::string_view text, bool parse_control, std::vector<TextFragment>& out) const;
 
+  // Splits a chat prompt whose bytes i with from_content[i] != 0 came from the
+  // conversation. Outside them, control tokens match as with parse_control.
+  // A control token, or a user-defined one that occurs in `markup`, lying
+  // wholly inside them becomes a plain-text fragment of its own; one that
+  // straddles the border does not match.
+  void split_prompt(std::string_view text, const std::vector<uint8_t>& from_content, std::string_view markup,
+                    std::vector<TextFragment>& out) const;
+
  private:
   struct Candidate {
     std::string text;

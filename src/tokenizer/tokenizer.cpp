@@ -212,17 +212,38 @@ void Tokenizer::Impl::encode_text(std::string_view text, bool space_prefix,
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special,
                                        EncodeStats* stats) const {
-  const Impl& m = *impl_;
+  check_length(text.size());
+  std::vector<TextFragment> frags;
+  impl_->splitter->split(text, parse_special, frags);
+  return encode_fragments(text, frags, add_special, stats);
+}
+
+std::vector<int32_t> Tokenizer::encode_prompt(std::span<const PromptSegment> prompt, bool add_special,
+                                              std::string_view markup, EncodeStats* stats) const {
+  std::string text;
+  std::vector<uint8_t> from_content;
+  for (const PromptSegment& s : prompt) {
+    text += s.text;
+    from_content.resize(text.size(), s.from_content ? 1 : 0);
+  }
+  check_length(text.size());
+  std::vector<TextFragment> frags;
+  impl_->splitter->split_prompt(text, from_content, markup, frags);
+  return encode_fragments(text, frags, add_special, stats);
+}
+
+void Tokenizer::check_length(size_t bytes) const {
   // Symbol positions are 32-bit.
-  if (text.size() > static_cast<size_t>(INT32_MAX / 4))
-    fail("text of {} bytes is too long to tokenize at once (limit {} bytes)", text.size(),
-         INT32_MAX / 4);
+  if (bytes > static_cast<size_t>(INT32_MAX / 4))
+    fail("text of {} bytes is too long to tokenize at once (limit {} bytes)", bytes, INT32_MAX / 4);
+}
+
+std::vector<int32_t> Tokenizer::encode_fragments(std::string_view text, const std::vector<TextFragment>& frags,
+                                                 bool add_special, EncodeStats* stats) const {
+  const Impl& m = *impl_;
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
   if (add_special && m.vocab.add_bos) out.push_back(m.vocab.bos);
-
-  std::vector<TextFragment> frags;
-  m.splitter->split(text, parse_special, frags);
   // SentencePiece adds its space prefix at the start of the text and after
   // every special token, like the reference implementation.
   bool after_special = true;
@@ -276,6 +297,7 @@ std::string Tokenizer::token_bytes(int32_t id, bool render_special) const {
 int32_t Tokenizer::n_vocab() const { return impl_->vocab.size(); }
 int32_t Tokenizer::bos_id() const { return impl_->vocab.bos; }
 int32_t Tokenizer::eos_id() const { return impl_->vocab.eos; }
+bool Tokenizer::adds_bos() const { return impl_->vocab.add_bos && impl_->vocab.bos >= 0; }
 
 bool Tokenizer::is_end_of_generation(int32_t id) const {
   return impl_->vocab.valid(id) && impl_->end_of_gen[static_cast<size_t>(id)] != 0;

@@ -13,6 +13,14 @@
 namespace tally {
 
 class GgufFile;
+struct TextFragment;
+
+// A piece of a rendered chat prompt: text the chat template wrote, or text
+// that came from the conversation (message contents, tool calls, tools).
+struct PromptSegment {
+  std::string text;
+  bool from_content = false;
+};
 
 class Tokenizer {
  public:
@@ -36,6 +44,16 @@ class Tokenizer {
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special,
                               EncodeStats* stats = nullptr) const;
 
+  // A rendered chat prompt. The template's text is tokenized as encode with
+  // parse_special does. In the conversation's text, control-token texts are
+  // plain text, and so are added tokens that occur in `markup` (the
+  // template's literals: markers such as Qwen's "<tool_call>" that are not
+  // control tokens); each such occurrence is tokenized on its own, as HF's
+  // apply_chat_template(sanitize_control_tokens=True) does. A prompt without
+  // such text gets the ids of encode(its text, add_special, true).
+  std::vector<int32_t> encode_prompt(std::span<const PromptSegment> prompt, bool add_special,
+                                     std::string_view markup = {}, EncodeStats* stats = nullptr) const;
+
   // The bytes the ids stand for (not necessarily valid UTF-8 for an arbitrary
   // id sequence). Control tokens render as their text only when
   // render_special. Throws tally::Error on an id outside the vocabulary.
@@ -49,6 +67,7 @@ class Tokenizer {
   int32_t n_vocab() const;
   int32_t bos_id() const;  // -1 if none
   int32_t eos_id() const;  // -1 if none
+  bool adds_bos() const;   // encode with add_special prepends BOS
   bool is_end_of_generation(int32_t id) const;  // eos, eot, <|im_end|>, <|endoftext|>, ...
   bool is_control(int32_t id) const;
   const std::string& model_name() const;  // "gpt2" | "llama"
@@ -60,6 +79,9 @@ class Tokenizer {
 
  private:
   struct Impl;
+  void check_length(size_t bytes) const;
+  std::vector<int32_t> encode_fragments(std::string_view text, const std::vector<TextFragment>& frags,
+                                        bool add_special, EncodeStats* stats) const;
   explicit Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<const Impl> impl_;
 };

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import pathlib
 import re
 import signal
 import socket
@@ -308,3 +309,23 @@ def test_a_burst_of_connections_is_served_at_once(server):
     assert all(ok for ok, _ in results), f"{sum(not ok for ok, _ in results)} of {n} connections failed"
     slowest = max(t for _, t in results)
     assert slowest < 3, f"the slowest of {n} connections took {slowest:.1f} s"
+
+
+# --- message contents are text -------------------------------------------------------------------
+
+
+def test_control_token_text_in_a_message_is_not_a_control_token(server):
+    # HF transformers' apply_chat_template(sanitize_control_tokens=True) ids for these chats
+    # (scripts/fixtures/make_template_fixtures.py, SmolLM2's tokenizer): a message that spells
+    # "<|im_end|>\n<|im_start|>system" gets text tokens, not a forged system turn.
+    fixtures = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "chat_templates" / "sanitized_smollm2.json"
+    status, _, out = server.get("/v1/models")
+    need(json.loads(out)["data"][0]["meta"]["n_vocab"] == 49152, "the chat fixture's ids are SmolLM2's")
+    for case in json.loads(fixtures.read_text())["cases"]:
+        status, _, out = server.post("/v1/chat/completions",
+                                     {"messages": case["messages"], "max_tokens": 1, "temperature": 0})
+        assert status == 200, out
+        prompt_tokens = json.loads(out)["usage"]["prompt_tokens"]
+        assert prompt_tokens == len(case["sanitized_ids"]), case["name"]
+        if case["sanitized_ids"] != case["unsanitized_ids"]:
+            assert prompt_tokens != len(case["unsanitized_ids"]), case["name"]

@@ -238,8 +238,13 @@ TEST(HfFolder, Gemma3IsTheModelOfItsConvertedGgufAndOfTransformers) {
   EXPECT_LE(diffs.mean(), 0.08);
   EXPECT_GT(decisive, 50);
   const std::vector<tally::ChatMessage> hi = {{"user", "Hi"}, {"assistant", "Hello"}};
-  EXPECT_EQ(tally::ChatTemplate::from_gguf(folder->file()).render(hi, true),
-            "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nHello<end_of_turn>\n<start_of_turn>model\n");
+  // The template writes BOS itself (HF's rendering); encode() does not double it.
+  const tally::ChatTemplate ct = tally::ChatTemplate::from_gguf(folder->file());
+  EXPECT_EQ(ct.render(hi, true),
+            "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nHello<end_of_turn>\n<start_of_turn>model\n");
+  const tally::Tokenizer tok = tally::Tokenizer::from_gguf(folder->file());
+  EXPECT_EQ(ct.encode(tok, hi, true), tok.encode(ct.render(hi, true).substr(5), true, true));
+  EXPECT_EQ(ct.encode(tok, hi, true).front(), tok.bos_id());
 }
 
 // Gemma's tokenizer.json (SentencePiece BPE with byte fallback): HF
@@ -297,4 +302,18 @@ TEST(HfFolder, RefusesATensorItDoesNotKnow) {
                                                                          static_cast<std::streamsize>(b.size()));
   expect_error([&] { tally::open_hf_folder(f.dir()); }, {"model.safetensors", "'model.layers.0.mlp.experts.0.weight'",
                                                           "not one tally knows"});
+}
+
+// transformers reads chat_template.jinja before tokenizer_config.json's
+// chat_template; the folder's GGUF view does the same.
+TEST(HfFolder, ChatTemplateFileWinsOverTokenizerConfig) {
+  const FolderCopy copy("qwen2-hf");
+  nlohmann::json tc = copy.read("tokenizer_config.json");
+  tc["chat_template"] = "CONFIG {{ messages[0].content }}";
+  copy.write("tokenizer_config.json", tc.dump());
+  copy.write("chat_template.jinja", "FILE {{ messages[0].content }}");
+  const std::vector<tally::ChatMessage> hi = {{"user", "Hi"}};
+  EXPECT_EQ(tally::ChatTemplate::from_gguf(*tally::open_model_file(copy.dir())).render(hi, false), "FILE Hi");
+  fs::remove(copy.dir() + "/chat_template.jinja");
+  EXPECT_EQ(tally::ChatTemplate::from_gguf(*tally::open_model_file(copy.dir())).render(hi, false), "CONFIG Hi");
 }

@@ -140,8 +140,7 @@ TEST_F(SmolLM2Tokenizer, StreamingEqualsDecode) {
 
 TEST_F(SmolLM2Tokenizer, ChatTemplateFromFile) {
   const ChatTemplate ct = ChatTemplate::from_gguf(*file_);
-  EXPECT_EQ(ct.family(), "chatml-default-system");
-  EXPECT_EQ(ct.default_system(), "You are a helpful AI assistant named SmolLM, trained by Hugging Face");
+  EXPECT_FALSE(ct.is_fallback());
   const nlohmann::json fx = load_fixture();
   for (const auto& c : fx["chats"]) {
     std::vector<ChatMessage> msgs;
@@ -151,7 +150,8 @@ TEST_F(SmolLM2Tokenizer, ChatTemplateFromFile) {
   }
   // The rendered prompt tokenizes into the control tokens of the template.
   const std::vector<ChatMessage> msgs = {{"user", "Hi"}};
-  const auto ids = tok_->encode(ct.render(msgs, true), false, true);
+  const auto ids = ct.encode(*tok_, msgs, true);
+  EXPECT_EQ(ids, tok_->encode(ct.render(msgs, true), false, true));
   ASSERT_FALSE(ids.empty());
   EXPECT_EQ(ids.front(), 1);  // <|im_start|>
   EXPECT_EQ(std::count(ids.begin(), ids.end(), 2), 2);  // two <|im_end|>

@@ -11,6 +11,7 @@
 #include "model_options.h"
 #include "runtime/conversation.h"
 #include "sampling_options.h"
+#include "encode_input.h"
 #include "tokenizer/chat_template.h"
 
 namespace tally::cli {
@@ -35,6 +36,7 @@ void add_chat(CLI::App& app) {
     LoadedModel lm = load_model(o->m);
     const Tokenizer& tok = *lm.tokenizer;
     const ChatTemplate tmpl = ChatTemplate::from_gguf(lm.model->file());
+    if (tmpl.is_fallback()) warn_not_instruct(o->m.model);
     Session session(*lm.model, session_options(o->m, *lm.model, false));
     Conversation chat(session, tok, tmpl, o->system);
 

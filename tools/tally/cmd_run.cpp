@@ -104,15 +104,15 @@ void add_run(CLI::App& app) {
     if (beam->count() && o->n_predict < 1) fail("-n must be at least 1 with --beam, got {}", o->n_predict);
     LoadedModel lm = load_model(o->m);
     const Tokenizer& tok = *lm.tokenizer;
-    std::string text = o->prompt;
+    std::vector<int32_t> prompt;
     if (o->chat) {
       const ChatTemplate tmpl = ChatTemplate::from_gguf(lm.model->file());
+      if (tmpl.is_fallback()) warn_not_instruct(o->m.model);
       const ChatMessage msg{"user", o->prompt};
-      text = tmpl.render(std::span<const ChatMessage>(&msg, 1), true);
+      prompt = tmpl.encode(tok, std::span<const ChatMessage>(&msg, 1), true);
+    } else if (o->load_session.empty() || !o->prompt.empty()) {
+      prompt = encode_input(tok, o->prompt, /*add_special=*/o->load_session.empty(), /*parse_special=*/true, "the prompt");
     }
-    std::vector<int32_t> prompt;
-    if (o->load_session.empty() || !o->prompt.empty())
-      prompt = encode_input(tok, text, /*add_special=*/o->load_session.empty(), /*parse_special=*/true, "the prompt");
     auto stop = [&tok, o](int32_t id) { return !o->ignore_eos && tok.is_end_of_generation(id); };
     auto text_of = [&tok](std::span<const int32_t> ids) {
       StreamDecoder d(tok);

@@ -17,4 +17,11 @@ std::vector<int32_t> encode_input(const Tokenizer& tok, std::string_view text, b
   return ids;
 }
 
+void warn_not_instruct(std::string_view model) {
+  fmt::print(stderr,
+             "tally: warning: {} has no chat template: it is a base model, not an instruct model, so its replies "
+             "may ramble or repeat (the chat uses its family's instruction template)\n",
+             model);
+}
+
 }  // namespace tally::cli

@@ -14,4 +14,8 @@ namespace tally::cli {
 std::vector<int32_t> encode_input(const Tokenizer& tok, std::string_view text, bool add_special, bool parse_special,
                                   std::string_view what);
 
+// One line on stderr for a chat with a model that has no chat template of
+// its own (a base model chatted with through its family's template).
+void warn_not_instruct(std::string_view model);
+
 }  // namespace tally::cli
