@@ -36,6 +36,18 @@ std::string format_bytes(uint64_t bytes) {
   return fmt::format("{} B ({:.2f} {})", bytes, v, units[u]);
 }
 
+std::string format_bytes_short(uint64_t bytes) {
+  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1000 && u < 6) {
+    v /= 1024;
+    ++u;
+  }
+  if (u == 0) return fmt::format("{} B", bytes);
+  return fmt::format("{:.{}f} {}", v, v < 10 ? 2 : v < 100 ? 1 : 0, units[u]);
+}
+
 uint64_t parse_byte_count(std::string_view text, std::string_view what) {
   const std::string_view t = trim(text);
   size_t digits = 0;
