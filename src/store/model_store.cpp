@@ -315,7 +315,8 @@ PullResult pull_model(const CatalogModel& m, const PullEvents& ev) {
   const uint64_t need = to_download + largest + m.bytes;
   const uint64_t avail = free_bytes(dir);
   if (avail < need)
-    fail("pull {}: not enough free space in {}: it needs {} ({} to download, {} for the model), {} is free",
+    fail("pull {}: not enough free space in {}: it needs {} ({} for the downloads and pip's copy of the largest, {} "
+         "for the model), {} is free",
          m.name, dir, format_bytes_short(need), format_bytes_short(to_download + largest), format_bytes_short(m.bytes),
          format_bytes_short(avail));
 
@@ -410,6 +411,9 @@ std::string remove_model(const std::string& name) {
   } else if (name.find('/') == std::string::npos && !name.empty() && name[0] != '.' &&
              fs::is_regular_file(dir + "/" + name)) {
     file = name;
+  } else if (name.find('/') == std::string::npos && !name.empty() && name[0] != '.' &&
+             fs::is_regular_file(dir + "/" + name + ".gguf")) {
+    file = name + ".gguf";
   } else {
     const auto names = installed_model_names();
     std::string list;

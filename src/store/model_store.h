@@ -44,8 +44,8 @@ struct PullResult {
 // error; nothing is then installed, and what was downloaded and verified is kept.
 PullResult pull_model(const CatalogModel& m, const PullEvents& ev);
 
-// Removes an installed model (catalog name, alias or file name under
-// models_dir()), its notice folder and any downloaded parts; returns what was
+// Removes an installed model (catalog name, alias, or file name under
+// models_dir() with or without ".gguf"), its notice folder and any downloaded parts; returns what was
 // removed, for the message. Throws when there is nothing of that name.
 std::string remove_model(const std::string& name);
 
