@@ -81,9 +81,8 @@ ModelLocation locate_model(const std::string& given) {
     loc.path = given;
     if (named != nullptr || (plain_name && is_file(models_dir() + "/" + given) &&
                              !fs::equivalent(given, models_dir() + "/" + given, ec)))
-      loc.note = fmt::format("-m {}: using the path ./{}, not the installed model of that name (give ./{} or the "
-                             "name with no such path here to choose)",
-                             excerpt(given), excerpt(given), excerpt(given));
+      loc.note = fmt::format("-m {0}: both a path here and a model name; using the path {0}",
+                             excerpt(given));
     return loc;
   }
   if (named != nullptr) {

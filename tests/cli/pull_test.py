@@ -189,7 +189,7 @@ class PullTest(unittest.TestCase):
         r = self.tally("inspect", "--json", "-m", "tiny", cwd=cwd)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(json.loads(r.stdout)["path"], "tiny")
-        self.assertRegex(r.stderr, r"note: -m tiny: using the path ./tiny, not the installed model of that name")
+        self.assertRegex(r.stderr, r"note: -m tiny: both a path here and a model name; using the path tiny")
         # unknown names and catalog models not installed
         self.one_line_error(self.tally("inspect", "-m", "nosuch"),
                             r"-m nosuch: no such file, catalog model or file in .*/models \(installed: tiny:1; "
