@@ -6,7 +6,7 @@ For each file, thread count and depth the two benchmark tools run in turn,
 A/B/A/B for --reps rounds (so a noisy machine's drift hits both), one timed
 repetition per run; the table gives the medians and tally / llama.cpp:
 
-  llama-bench -m F -t T -p 512 -n 128 -d D -r 1 -o json [-fa 1 -ctk C -ctv C]
+  llama-bench -m F -t T -p 512 -n 128 -d D -r 1 -o json -fa 0,1 [-ctk C -ctv C]
   tally bench -m F -t T -p 512 -n 128 -d D -r 1 --json --no-probe [--cache-type C]
 
   pp512  prefill of 512 tokens on top of D tokens already in the cache
@@ -15,16 +15,19 @@ repetition per run; the table gives the medians and tally / llama.cpp:
 Settings kept comparable (and stated here because they are llama-bench's
 defaults, which the script does not change):
 - the same file, thread count, prompt/decode sizes and depth for both;
+- llama.cpp at its best of flash attention off and on (`-fa 0,1`: each
+  figure is the faster of the two, and the table says which won): on the CPU
+  neither setting wins everywhere (at depth 2048 its flash-attention path
+  decoded SmolLM2 at under 1 token/s where `-fa 0` gave 72), and a ratio
+  against the slower setting would flatter tally;
 - llama-bench's default batch 2048 / ubatch 512 (tally prefills 512 tokens
-  as one batch), flash attention "auto" (resolved on by the CPU backend), an
-  f16 K/V cache (tally's default too), load mode "auto" (the file mapped with
+  as one batch), an f16 K/V cache (tally's default too), load mode "auto" (the file mapped with
   mmap), weight repacking on (its CPU layouts, as tally regroups at load);
 - both tools do one untimed warmup (a prefill of 512 / one decode step)
   before the timed run, and neither times the depth fill;
 - `--cache-types f16,q8_0,q4_0` runs each cell once per K/V cache type, keys
   and values alike (`-ctk C -ctv C` and `--cache-type C`); llama.cpp needs
-  flash attention for a quantized V cache, so those runs say `-fa 1` (what
-  "auto" resolves to on the CPU anyway).
+  flash attention for a quantized V cache, so those runs are `-fa 1` only.
 
 The files: q4_1 is the default model itself; the others are made from it with
 that llama.cpp tree's `llama-quantize --allow-requantize` into
@@ -35,10 +38,13 @@ falls back to other types for tensors whose rows do not fit a K-quant's
 file's real mix of matrix types, by bytes. A cell tally cannot run (a tensor
 type it does not support) reads "fails" with tally's reason. `--formats as-is`
 benchmarks the --model file itself (another model, such as Gemma 3 270M).
+`--model NAME` names a model of the catalog (models/catalog.json: a name or
+alias, installed with `tally pull NAME`); its file is benchmarked as it is
+(`--formats` defaults to as-is then).
 
   python3 bench/compare_llama_cpp.py [--markdown] [--json OUT]
       [--formats q4_1,q4_0,q8_0,q4_k_m,q5_0,q5_k_m,q6_k | as-is] [--threads 1,2]
-      [--depths 0,2048] [--cache-types f16] [--reps 3] [--model PATH] [--tally PATH]
+      [--depths 0,2048] [--cache-types f16] [--reps 3] [--model NAME | PATH] [--tally PATH]
       [--llama-bin DIR]
 
 Progress (what runs, how far, time left) goes to stderr when it is a
@@ -60,6 +66,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TALLY_HOME = Path(os.environ.get("TALLY_HOME", Path.home() / ".cache/tally"))
 DEFAULT_MODEL = TALLY_HOME / "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+CATALOG = ROOT / "models/catalog.json"
 ALL_FORMATS = ["q4_1", "q4_0", "q8_0", "q4_k_m", "q5_0", "q5_k_m", "q6_k"]
 AS_IS = "as-is"  # --formats as-is: the --model file itself, as downloaded (another model)
 N_PROMPT, N_GEN = 512, 128
@@ -151,17 +158,25 @@ def type_mix(tensors):
 # ---------------------------------------------------------------- parsing
 
 def parse_llama_bench(text):
-    """llama-bench -o json output -> {"pp": tok/s, "tg": tok/s, "settings": {...}}."""
+    """llama-bench -o json output -> {"pp": tok/s, "tg": tok/s, "pp_fa": s, "tg_fa": s, "by_fa": {...},
+    "settings": {...}}: with entries for several flash-attention settings (-fa 0,1), each test's figure
+    is the best of them, and pp_fa / tg_fa name the setting that gave it ("0", "1", or "auto" for -1)."""
     try:
         entries = json.loads(text)
     except json.JSONDecodeError as e:
         raise Failure(f"llama-bench printed no JSON ({e})")
-    out = {"pp": None, "tg": None, "settings": {}}
+    if not isinstance(entries, list):
+        raise Failure("llama-bench printed JSON that is not a list of tests")
+    out = {"pp": None, "tg": None, "pp_fa": None, "tg_fa": None, "by_fa": {}, "settings": {}}
     for e in entries:
-        if e.get("n_prompt", 0) > 0 and e.get("n_gen", 0) == 0:
-            out["pp"] = e["avg_ts"]
-        elif e.get("n_gen", 0) > 0 and e.get("n_prompt", 0) == 0:
-            out["tg"] = e["avg_ts"]
+        test = ("pp" if e.get("n_prompt", 0) > 0 and e.get("n_gen", 0) == 0
+                else "tg" if e.get("n_gen", 0) > 0 and e.get("n_prompt", 0) == 0 else None)
+        if test:
+            fa = e.get("flash_attn", -1)
+            fa = "auto" if fa in (-1, None) else str(int(fa))
+            out["by_fa"].setdefault(fa, {})[test] = e["avg_ts"]
+            if out[test] is None or e["avg_ts"] > out[test]:
+                out[test], out[test + "_fa"] = e["avg_ts"], fa
         for k in ("build_commit", "build_number", "cpu_info", "backends", "n_threads", "n_batch", "n_ubatch",
                   "type_k", "type_v", "flash_attn", "load_mode", "use_mmap", "n_depth"):
             if k in e:
@@ -201,9 +216,10 @@ def run_tool(cmd, parse):
 
 
 def llama_bench_cmd(bin_dir, model, threads, depth, cache="f16"):
+    """Both flash-attention settings in one run (-fa 0,1), except for a quantized V cache, which needs -fa 1."""
     cmd = [str(bin_dir / "llama-bench"), "-m", str(model), "-t", str(threads), "-p", str(N_PROMPT), "-n",
            str(N_GEN), "-d", str(depth), "-r", "1", "-o", "json"]
-    return cmd if cache == "f16" else cmd + ["-fa", "1", "-ctk", cache, "-ctv", cache]
+    return cmd + ["-fa", "0,1"] if cache == "f16" else cmd + ["-fa", "1", "-ctk", cache, "-ctv", cache]
 
 
 def tally_bench_cmd(tally, model, threads, depth, cache="f16"):
@@ -325,18 +341,24 @@ def summarize(runs):
         c = cells.setdefault(key, {"format": r["format"], "file": r["file"], "types": r["types"], "cache": cache,
                                    "threads": r["threads"], "depth": r["depth"],
                                    "tally": {"pp": [], "tg": [], "error": None},
-                                   "llama.cpp": {"pp": [], "tg": [], "error": None}})
+                                   "llama.cpp": {"pp": [], "tg": [], "pp_fa": [], "tg_fa": [], "error": None}})
         e = c[r["engine"]]
         if r.get("error"):
             e["error"] = r["error"]
         else:
             e["pp"].append(r["pp"])
             e["tg"].append(r["tg"])
+            for t in ("pp", "tg"):
+                if r.get(t + "_fa") is not None:
+                    e[t + "_fa"].append(r[t + "_fa"])
     out = []
     for c in cells.values():
         for eng in ("tally", "llama.cpp"):
             e = c[eng]
             e["pp_median"], e["tg_median"] = median_or_none(e["pp"]), median_or_none(e["tg"])
+        for t in ("pp", "tg"):  # the flash-attention setting that won most rounds
+            won = c["llama.cpp"][t + "_fa"]
+            c["llama.cpp"][t + "_best_fa"] = max(sorted(set(won)), key=won.count) if won else None
         for t in ("pp", "tg"):
             a, b = c["tally"][t + "_median"], c["llama.cpp"][t + "_median"]
             c[t + "_ratio"] = a / b if a and b else None
@@ -348,13 +370,17 @@ def fmt_tps(e, test):
     if e["error"] and e[test + "_median"] is None:
         return "fails"
     v = e[test + "_median"]
-    return "" if v is None else f"{v:.1f}"
+    if v is None:
+        return ""
+    fa = e.get(test + "_best_fa")
+    return f"{v:.1f}" + (f" (fa {fa})" if fa in ("0", "1") else "")
 
 
 def markdown(cells, reps):
     lines = [f"Medians of {reps} interleaved runs per cell (A/B/A/B), tokens/s; "
              f"pp{N_PROMPT} = prefill of {N_PROMPT} tokens, tg{N_GEN} = {N_GEN} decode steps, "
-             "both on top of `depth` tokens already in the cache.", "",
+             "both on top of `depth` tokens already in the cache; llama.cpp at its best of `-fa 0` and `-fa 1` "
+             "(the setting that won in brackets).", "",
              f"| file | types | K/V cache | threads | depth | pp{N_PROMPT} tally | pp{N_PROMPT} llama.cpp | pp ratio "
              f"| tg{N_GEN} tally | tg{N_GEN} llama.cpp | tg ratio |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -399,12 +425,27 @@ def int_list(text):
     return values
 
 
+def catalog_model(name, catalog=CATALOG, home=TALLY_HOME):
+    """(path, entry) of a catalog model by name or alias, or None when `name` is not one; dies when it is
+    one that is not installed."""
+    doc = json.loads(Path(catalog).read_text())
+    for m in doc["models"]:
+        if name == m["name"] or name in m.get("aliases", []):
+            path = Path(home) / "models" / m["file"]
+            if not path.is_file():
+                die(f"--model {name}: {m['name']} is not installed at {path}: run `tally pull {m['name']}`")
+            return path, m
+    return None
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default=str(DEFAULT_MODEL), help="the source GGUF (default: the default model)")
+    ap.add_argument("--model", help="a catalog name or alias (models/catalog.json), or the source GGUF "
+                    "(default: smollm2:135m's file, the source of the derived formats)")
     ap.add_argument("--tally", default=str(ROOT / "build/release/tally"))
     ap.add_argument("--llama-bin", help="llama.cpp's tools (default: $TALLY_HOME/llama.cpp/bin)")
-    ap.add_argument("--formats", default=",".join(ALL_FORMATS), help="comma-separated llama-quantize types")
+    ap.add_argument("--formats", help="comma-separated llama-quantize types, or as-is (default: all of them; "
+                    "as-is for a catalog model)")
     ap.add_argument("--threads", type=int_list, default=[1, 2])
     ap.add_argument("--depths", type=int_list, default=[0, 2048])
     ap.add_argument("--cache-types", default="f16", help=f"comma-separated K/V cache types ({', '.join(CACHE_TYPES)})")
@@ -413,6 +454,12 @@ def main(argv=None):
     ap.add_argument("--json", metavar="OUT", help="write the raw runs and the medians here")
     a = ap.parse_args(argv)
 
+    source = Path(a.model or DEFAULT_MODEL)
+    named = None if source.is_file() or a.model is None else catalog_model(a.model)
+    if named:
+        source = named[0]
+    if a.formats is None:
+        a.formats = AS_IS if named else ",".join(ALL_FORMATS)
     formats = [f.strip().lower() for f in a.formats.split(",") if f.strip()]
     unknown = [f for f in formats if f not in ALL_FORMATS + [AS_IS]]
     if unknown:
@@ -426,9 +473,8 @@ def main(argv=None):
         die("--reps must be at least 1")
     if any(t < 1 for t in a.threads) or any(d < 0 for d in a.depths):
         die("--threads must be positive and --depths >= 0")
-    source = Path(a.model)
     if not source.is_file():
-        die(f"{source} not found: run scripts/fetch_model.sh (or give --model)")
+        die(f"{source} not found: run `tally pull smollm2:135m` (or give --model NAME or PATH)")
     tally = Path(a.tally)
     if not os.access(tally, os.X_OK):
         die(f"{tally} not found: build it (cmake --build build/release --target tally) or give --tally")
@@ -480,7 +526,7 @@ def main(argv=None):
     if a.json:
         settings = next((r["settings"] for r in runs if r["engine"] == "llama.cpp" and "settings" in r), {})
         with open(a.json, "w") as f:
-            json.dump({"source": str(source), "n_prompt": N_PROMPT, "n_gen": N_GEN, "reps": a.reps,
+            json.dump({"source": str(source), "model": named[1]["name"] if named else None, "n_prompt": N_PROMPT, "n_gen": N_GEN, "reps": a.reps,
                        "llama_bench_settings": settings, "files": files, "runs": runs, "cells": cells}, f, indent=1)
     print(markdown(cells, a.reps) if a.markdown else plain(cells))
 

@@ -36,6 +36,20 @@ class Parsing(unittest.TestCase):
         for key in ("n_threads", "n_batch", "n_ubatch", "flash_attn", "type_k", "build_commit"):
             self.assertIn(key, r["settings"])
 
+    def test_llama_bench_best_of_flash_attention(self):
+        text = (FIXTURES / "bench/llama_bench_fa_sample.json").read_text()
+        entries = json.loads(text)
+        r = cmp.parse_llama_bench(text)
+        pp = {e["flash_attn"]: e["avg_ts"] for e in entries if e["n_prompt"] > 0 and e["n_gen"] == 0}
+        tg = {e["flash_attn"]: e["avg_ts"] for e in entries if e["n_gen"] > 0 and e["n_prompt"] == 0}
+        self.assertEqual(r["pp"], max(pp.values()))
+        self.assertEqual(r["tg"], max(tg.values()))
+        self.assertEqual((r["pp_fa"], r["tg_fa"]), ("1", "0"))
+        self.assertEqual(r["by_fa"], {"0": {"pp": pp[0], "tg": tg[0]}, "1": {"pp": pp[1], "tg": tg[1]}})
+        # one setting only (the older recording: flash attention "auto")
+        one = cmp.parse_llama_bench((FIXTURES / "bench/llama_bench_sample.json").read_text())
+        self.assertEqual((one["pp_fa"], one["tg_fa"]), ("auto", "auto"))
+
     def test_tally_bench_json(self):
         text = (FIXTURES / "bench/tally_bench_sample.json").read_text()
         j = json.loads(text)
@@ -122,6 +136,37 @@ class Commands(unittest.TestCase):
         self.assertEqual((ll[ll.index("-ctk") + 1], ll[ll.index("-ctv") + 1], ll[ll.index("-fa") + 1]),
                          ("q8_0", "q8_0", "1"))
         self.assertEqual(ta[ta.index("--cache-type") + 1], "q8_0")
+
+    def test_flash_attention_both_ways_for_an_f16_cache(self):
+        ll = cmp.llama_bench_cmd(Path("/b"), "m.gguf", 2, 0)
+        self.assertEqual(ll[ll.index("-fa") + 1], "0,1")
+        self.assertEqual(ll.count("-fa"), 1)
+
+    def test_table_names_the_winning_setting(self):
+        base = {"format": "as-is", "file": "f", "types": "Q4_K 68%", "threads": 2, "depth": 0, "cache": "f16"}
+        runs = []
+        for rnd, (pp_fa, tg_fa) in enumerate([("1", "0"), ("1", "0"), ("0", "0")], 1):
+            runs.append(dict(base, engine="tally", round=rnd, pp=400.0, tg=60.0))
+            runs.append(dict(base, engine="llama.cpp", round=rnd, pp=160.0, tg=40.0, pp_fa=pp_fa, tg_fa=tg_fa))
+        cells = cmp.summarize(runs)
+        self.assertIn("| AS-IS | Q4_K 68% | f16 | 2 | 0 | 400.0 | 160.0 (fa 1) | **2.50x** | 60.0 | 40.0 (fa 0) "
+                      "| **1.50x** |", cmp.markdown(cells, 3))
+        self.assertIn("best of `-fa 0` and `-fa 1`", cmp.markdown(cells, 3))
+
+    def test_model_by_catalog_name(self):
+        with tempfile.TemporaryDirectory() as d:
+            home = Path(d)
+            (home / "models").mkdir()
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err), self.assertRaises(SystemExit):
+                cmp.catalog_model("qwen2.5-coder:1.5b", home=home)
+            self.assertIn("is not installed", err.getvalue())
+            self.assertIn("run `tally pull qwen2.5-coder:1.5b`", err.getvalue())
+            (home / "models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf").write_bytes(b"GGUF")
+            path, entry = cmp.catalog_model("qwen2.5-coder", home=home)  # an alias
+            self.assertEqual(path, home / "models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
+            self.assertEqual(entry["name"], "qwen2.5-coder:1.5b")
+            self.assertIsNone(cmp.catalog_model("no-such-model", home=home))
 
     def test_cells_are_per_cache_type(self):
         base = {"format": "q4_1", "file": "f", "types": "Q4_1 100%", "threads": 1, "depth": 8000, "round": 1}

@@ -2,13 +2,19 @@
 # Builds and runs every test: (1) the unit tests under ASan+UBSan, (2) the eight
 # libFuzzer targets for TALLY_FUZZ_SECONDS each (default 15: under two
 # minutes in all; the long campaigns are docs/reliability.md's), (3) the full CTest suite of the warnings-as-errors release build, which
-# needs the default model, Gemma 3 270M (fetched here) and, for the server tests, the
-# venv that scripts/setup_test_env.sh makes.
+# needs the catalog models pulled here (smollm2:135m, the tests' model; gemma3:270m;
+# qwen2.5-coder:0.5b, and the default qwen2.5-coder:1.5b that scripts/setup.sh pulled) and, for
+# the server tests, the venv that scripts/setup_test_env.sh makes.
 # Run scripts/setup.sh first (the README's test command does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="$(nproc)"
 export TALLY_REQUIRE_MODEL=1  # model-dependent tests fail instead of skipping
+
+echo "== models (at ${SECONDS}s)"
+for m in smollm2:135m gemma3:270m qwen2.5-coder:0.5b qwen2.5-coder:1.5b; do
+  build/release/tally pull "$m"
+done
 
 # Each stage says when it starts (seconds since this script began): CI's budget is 45 minutes.
 echo "== ASan+UBSan unit tests (at ${SECONDS}s)"
@@ -27,8 +33,6 @@ scripts/fuzz.sh "${TALLY_FUZZ_SECONDS:-15}"
 
 echo "== release build, full test suite (at ${SECONDS}s)"
 scripts/setup_test_env.sh
-# The second architecture's tests (tests/unit/model_gemma3_test.cpp) run on Gemma 3 270M.
-scripts/fetch_model.sh gemma3-270m
 # The build scripts/setup.sh made, with the tests added (its objects are
 # reused when it was built with TALLY_WERROR=ON, as CI does).
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DTALLY_TESTS=ON -DTALLY_WERROR=ON >/dev/null

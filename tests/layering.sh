@@ -14,7 +14,7 @@ declare -A rank=(
   [model]=4
   [sizing]=5
   [runtime]=6
-  [lab]=7 [bench]=7
+  [lab]=7 [bench]=7 [store]=7
   [server]=8
 )
 bad=0

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <utility>
 
 #include "core/checked_math.h"
 #include "core/error.h"
@@ -24,16 +25,33 @@ std::optional<uint64_t> parse_whole(std::string_view s) {
   return v;
 }
 
-std::string format_bytes(uint64_t bytes) {
-  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+namespace {
+
+const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+
+// bytes in the largest binary unit that leaves a value below `limit`: (value, unit index).
+std::pair<double, int> in_units(uint64_t bytes, double limit) {
   double v = static_cast<double>(bytes);
   int u = 0;
-  while (v >= 1024 && u < 6) {
+  while (v >= limit && u < 6) {
     v /= 1024;
     ++u;
   }
+  return {v, u};
+}
+
+}  // namespace
+
+std::string format_bytes(uint64_t bytes) {
+  const auto [v, u] = in_units(bytes, 1024);
   if (u == 0) return fmt::format("{} B", bytes);
-  return fmt::format("{} B ({:.2f} {})", bytes, v, units[u]);
+  return fmt::format("{} B ({:.2f} {})", bytes, v, kUnits[u]);
+}
+
+std::string format_bytes_short(uint64_t bytes) {
+  const auto [v, u] = in_units(bytes, 1000);  // "1000 KiB" reads as "0.98 MiB"
+  if (u == 0) return fmt::format("{} B", bytes);
+  return fmt::format("{:.{}f} {}", v, v < 10 ? 2 : v < 100 ? 1 : 0, kUnits[u]);
 }
 
 uint64_t parse_byte_count(std::string_view text, std::string_view what) {

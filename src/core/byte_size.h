@@ -10,6 +10,8 @@ namespace tally {
 
 // "147456 B (144.00 KiB)"
 std::string format_bytes(uint64_t bytes);
+// "144.0 KiB", "1.04 GiB": three significant digits, for progress and listings.
+std::string format_bytes_short(uint64_t bytes);
 // "25769803776", "24GiB", "512MiB" -> bytes (binary units KiB/MiB/GiB/TiB).
 // `what` names the flag in errors. Zero is refused.
 uint64_t parse_byte_count(std::string_view text, std::string_view what);

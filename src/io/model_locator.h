@@ -1,17 +1,40 @@
 #pragma once
-// Where tally keeps its files: $TALLY_HOME (default ~/.cache/tally), with the
-// default model at $TALLY_HOME/models/<kDefaultModelFile>.
+// Where tally keeps its files ($TALLY_HOME, default ~/.cache/tally; models in
+// $TALLY_HOME/models), and what `-m` names: the one place a model argument
+// becomes a path.
+//
+// -m X is, in this order: a path that exists (a file, a FIFO, an HF folder);
+// a catalog name or alias (io/model_catalog.h), which must be installed; a
+// file name under $TALLY_HOME/models (with or without ".gguf"). A path that
+// also reads as a name wins, and the note says so. An X with a '/' or ending
+// in ".gguf" that exists nowhere stays a path, so that opening it reports the
+// missing file; anything else is an unknown name.
 #include <string>
+#include <vector>
+
+#include "io/model_catalog.h"
 
 namespace tally {
 
-inline constexpr const char* kDefaultModelFile = "SmolLM2-135M-Instruct.Q4_1.gguf";
-
 std::string tally_home();
-// Where the default model is installed: $TALLY_HOME/models/<kDefaultModelFile>.
+std::string models_dir();
+// $TALLY_HOME/models/<m.file>, installed or not.
+std::string installed_path(const CatalogModel& m);
+// The catalog default's installed path (installed or not).
 std::string default_model_path();
-// The path given with -m, or the installed default model; throws tally::Error
-// explaining how to install the default model when neither exists.
-std::string resolve_model_path(const std::string& given);
+
+struct ModelLocation {
+  std::string path;
+  std::string note;                       // non-empty: a line for stderr (a path chosen over a name)
+  const CatalogModel* catalog = nullptr;  // the catalog model when -m named one (or none given)
+};
+
+// Throws tally::Error: the default or a named catalog model not installed (how to
+// pull it), or an unknown name (what is installed, and the catalog).
+ModelLocation locate_model(const std::string& given);
+
+// What is installed: catalog names of installed catalog models, then the file
+// names of other files in models_dir(), sorted.
+std::vector<std::string> installed_model_names();
 
 }  // namespace tally

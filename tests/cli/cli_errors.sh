@@ -129,45 +129,50 @@ expect_error "config value of 3 MB" "not the string \"x+\.\.\. \(3000000 bytes\)
 expect_error "kv-plan budget below weights" "smaller than the weights" "$tally" kv-plan --layers 36 --heads 32 --kv-heads 8 --head-dim 128 --weights-bytes 8GiB --budget 4GiB
 
 if [ -f "$model" ]; then
+  # -m by catalog name and alias (models/catalog.json), and by file name under $TALLY_HOME/models
+  expect_ok "run by catalog name" "Paris" "$tally" run -m smollm2:135m -p "The capital of France is" -n 4 --temp 0
+  expect_ok "inspect by alias" "\"path\": \"$model\"" "$tally" inspect --json -m smollm2
+  expect_ok "inspect by file name" "\"path\": \"$model\"" "$tally" inspect --json -m SmolLM2-135M-Instruct.Q4_1
+  expect_error "unknown model name" "-m no-such-model: no such file, catalog model or file in .* \\(installed: .*smollm2:135m.*; catalog: qwen2.5-coder:1.5b, .*\\)" "$tally" run -m no-such-model -p hi
   head -c 100000 "$model" >"$tmp/truncated.gguf"
   expect_error "truncated model" "past the end|truncated" "$tally" inspect -m "$tmp/truncated.gguf"
-  expect_error "negative temperature" "--temp" "$tally" run -p hi --temp -1
-  expect_error "top-p out of range" "--top-p" "$tally" run -p hi --top-p 1.5
-  expect_error "bad cache type" "--cache-type must be f16, f32, q8_0 or q4_0, got 'q9'" "$tally" run -p hi --cache-type q9
-  expect_error "bench bad cache type" "--cache-type must be f16, f32, q8_0 or q4_0" "$tally" bench --cache-type q4_k --no-probe
+  expect_error "negative temperature" "--temp" "$tally" run -m "$model" -p hi --temp -1
+  expect_error "top-p out of range" "--top-p" "$tally" run -m "$model" -p hi --top-p 1.5
+  expect_error "bad cache type" "--cache-type must be f16, f32, q8_0 or q4_0, got 'q9'" "$tally" run -m "$model" -p hi --cache-type q9
+  expect_error "bench bad cache type" "--cache-type must be f16, f32, q8_0 or q4_0" "$tally" bench -m "$model" --cache-type q4_k --no-probe
   expect_ok "kv-plan q8_0: 34 bytes per 32 numbers" "per token +12240 B" "$tally" kv-plan -m "$model" --dtype q8_0
   expect_ok "kv-plan q4_0: 18 bytes per 32 numbers" "per token +6480 B" "$tally" kv-plan -m "$model" --dtype q4_0
-  expect_ok "greedy run, q8_0 cache" "Paris" "$tally" run -p "The capital of France is" -n 8 --temp 0 --cache-type q8_0
-  expect_ok "greedy run, q4_0 cache, scalar" "Paris" "$tally" run -p "The capital of France is" -n 4 --temp 0 --cache-type q4_0 --simd scalar
-  expect_error "unknown kernel level" "--simd must be" "$tally" run -p hi --simd sse9
-  expect_ok "attention kernels alone" "attention at depth 300 \(30 layers x 3 kv heads\)" "$tally" bench --attention --no-probe -d 300 -r 1 --cache-type q4_0
-  expect_ok "prefill-path attention" "prefill path: 64 causal queries after 2048 keys, [0-9]+ at a time, one layer \| [0-9.]+ \|" "$tally" bench --attention --no-probe -d 300 -r 1
-  expect_error "attention benchmark at depth 0" "-d values must be at least 1 with --attention" "$tally" bench --attention --no-probe -d 0
+  expect_ok "greedy run, q8_0 cache" "Paris" "$tally" run -m "$model" -p "The capital of France is" -n 8 --temp 0 --cache-type q8_0
+  expect_ok "greedy run, q4_0 cache, scalar" "Paris" "$tally" run -m "$model" -p "The capital of France is" -n 4 --temp 0 --cache-type q4_0 --simd scalar
+  expect_error "unknown kernel level" "--simd must be" "$tally" run -m "$model" -p hi --simd sse9
+  expect_ok "attention kernels alone" "attention at depth 300 \(30 layers x 3 kv heads\)" "$tally" bench -m "$model" --attention --no-probe -d 300 -r 1 --cache-type q4_0
+  expect_ok "prefill-path attention" "prefill path: 64 causal queries after 2048 keys, [0-9]+ at a time, one layer \| [0-9.]+ \|" "$tally" bench -m "$model" --attention --no-probe -d 300 -r 1
+  expect_error "attention benchmark at depth 0" "-d values must be at least 1 with --attention" "$tally" bench -m "$model" --attention --no-probe -d 0
   # A stream's window is checked before it starts, not at its first slide.
-  expect_error "sinks larger than the window" "--window 16 is too small for --sinks 40" "$tally" run --stream --sinks 40 --window 16 -p hi -n 1
-  expect_error "window smaller than a block" "--window 8 is too small for --sinks 0: a slide drops a block" "$tally" run --stream --sinks 0 --window 8 -p hi -n 1
-  expect_ok "save a session" "\"prompt_tokens\": ?5" "$tally" run -p "The capital of France is" -n 0 --json --save-session "$tmp/good.session"
-  expect_ok "a loaded session reports its tokens and load time" "\"session_tokens\": ?5.*session_load_ms|session_load_ms.*\"session_tokens\": ?5" "$tally" run --load-session "$tmp/good.session" -n 1 --json
+  expect_error "sinks larger than the window" "--window 16 is too small for --sinks 40" "$tally" run -m "$model" --stream --sinks 40 --window 16 -p hi -n 1
+  expect_error "window smaller than a block" "--window 8 is too small for --sinks 0: a slide drops a block" "$tally" run -m "$model" --stream --sinks 0 --window 8 -p hi -n 1
+  expect_ok "save a session" "\"prompt_tokens\": ?5" "$tally" run -m "$model" -p "The capital of France is" -n 0 --json --save-session "$tmp/good.session"
+  expect_ok "a loaded session reports its tokens and load time" "\"session_tokens\": ?5.*session_load_ms|session_load_ms.*\"session_tokens\": ?5" "$tally" run -m "$model" --load-session "$tmp/good.session" -n 1 --json
   printf 'not a session' >"$tmp/bad.session"
-  expect_error "not a session file" "bad.session: not a tally session file" "$tally" run --load-session "$tmp/bad.session" -n 1
+  expect_error "not a session file" "bad.session: not a tally session file" "$tally" run -m "$model" --load-session "$tmp/bad.session" -n 1
   cp "$tmp/bad.session" "$tmp/keep.session"
-  expect_error "a refused load overwrites nothing" "not a tally session file" "$tally" run --load-session "$tmp/bad.session" --save-session "$tmp/bad.session" -n 1
+  expect_error "a refused load overwrites nothing" "not a tally session file" "$tally" run -m "$model" --load-session "$tmp/bad.session" --save-session "$tmp/bad.session" -n 1
   if cmp -s "$tmp/bad.session" "$tmp/keep.session"; then passes=$((passes + 1)); else
     echo "FAIL a refused load changed the file it named"; failures=$((failures + 1)); fi
   # A save writes a regular file (a symlink's target) or refuses, before generating.
-  expect_error "save to an empty path" "--save-session: the session file path is empty" "$tally" run -p hi -n 1 --save-session ''
-  expect_error "save to /dev/null" "/dev/null: cannot write the session file there: it is a character device, not a regular file" "$tally" run -p hi -n 1 --save-session /dev/null
+  expect_error "save to an empty path" "--save-session: the session file path is empty" "$tally" run -m "$model" -p hi -n 1 --save-session ''
+  expect_error "save to /dev/null" "/dev/null: cannot write the session file there: it is a character device, not a regular file" "$tally" run -m "$model" -p hi -n 1 --save-session /dev/null
   if [ -c /dev/null ]; then passes=$((passes + 1)); else echo "FAIL /dev/null is no longer a device"; failures=$((failures + 1)); fi
-  expect_error "save to /dev/full" "/dev/full: cannot write the session file there: it is a character device" "$tally" run -p hi -n 1 --save-session /dev/full
+  expect_error "save to /dev/full" "/dev/full: cannot write the session file there: it is a character device" "$tally" run -m "$model" -p hi -n 1 --save-session /dev/full
   mkfifo "$tmp/fifo"
-  expect_error "save to a FIFO" "fifo: cannot write the session file there: it is a FIFO" timeout 20 "$tally" run -p hi -n 1 --save-session "$tmp/fifo"
+  expect_error "save to a FIFO" "fifo: cannot write the session file there: it is a FIFO" timeout 20 "$tally" run -m "$model" -p hi -n 1 --save-session "$tmp/fifo"
   if [ -p "$tmp/fifo" ]; then passes=$((passes + 1)); else echo "FAIL the FIFO was replaced"; failures=$((failures + 1)); fi
-  expect_error "save into a directory" "is a directory" "$tally" run -p hi -n 1 --save-session "$tmp"
+  expect_error "save into a directory" "is a directory" "$tally" run -m "$model" -p hi -n 1 --save-session "$tmp"
   ln -s good.session "$tmp/link.session"
-  expect_ok "save through a symlink" "\"prompt_tokens\": ?5" "$tally" run -p "The capital of France is" -n 0 --json --save-session "$tmp/link.session"
+  expect_ok "save through a symlink" "\"prompt_tokens\": ?5" "$tally" run -m "$model" -p "The capital of France is" -n 0 --json --save-session "$tmp/link.session"
   if [ -L "$tmp/link.session" ] && cmp -s "$tmp/good.session" "$tmp/link.session"; then passes=$((passes + 1)); else
     echo "FAIL a save through a symlink replaced the link"; failures=$((failures + 1)); fi
-  expect_error "load from an empty path" "--load-session: the path is empty" "$tally" run -p hi -n 1 --load-session ''
+  expect_error "load from an empty path" "--load-session: the path is empty" "$tally" run -m "$model" -p hi -n 1 --load-session ''
   # chat's /save: the same rules; /save and /load without a file are refused, not sent to the model.
   printf '/save /dev/null\n/save\n/load\n/exit\n' | "$tally" chat -m "$model" >"$tmp/out" 2>"$tmp/err"
   if grep -q "/dev/null: cannot write the session file there: it is a character device" "$tmp/err" && grep -q "/save needs a file" "$tmp/err" &&
@@ -176,21 +181,21 @@ if [ -f "$model" ]; then
   else
     echo "FAIL chat /save to a device or without a file: $(head -c 400 "$tmp/err")"; failures=$((failures + 1))
   fi
-  expect_ok "scalar kernels" "Paris" "$tally" run -p "The capital of France is" -n 4 --temp 0 --simd scalar
-  expect_error "negative -n" "-n must be" "$tally" run -p hi -n -1
-  expect_error "zero threads is fine but negative is not" "--threads: -2 is out of range" "$tally" run -p hi -t -2
-  expect_error "prompt longer than context" "more than the .* left in the context" "$tally" run -c 8 -p "one two three four five six seven eight nine ten eleven twelve"
-  expect_error "context over the memory budget" "needs .* more than the memory budget" "$tally" run -c 4096 --kv-budget 1000000 -p hi
-  expect_ok "inspect" "blk.0.attn_q.weight" "$tally" inspect
-  expect_ok "inspect json" '"tensors"' "$tally" inspect --json
-  expect_ok "greedy run" "Paris" "$tally" run -p "The capital of France is" -n 8 --temp 0
-  expect_ok "run json" '"decode_tps"' "$tally" run -p "Hello" -n 4 --json
-  expect_ok "logits" "pos" "$tally" logits -p "Hello there" --top 3
+  expect_ok "scalar kernels" "Paris" "$tally" run -m "$model" -p "The capital of France is" -n 4 --temp 0 --simd scalar
+  expect_error "negative -n" "-n must be" "$tally" run -m "$model" -p hi -n -1
+  expect_error "zero threads is fine but negative is not" "--threads: -2 is out of range" "$tally" run -m "$model" -p hi -t -2
+  expect_error "prompt longer than context" "more than the .* left in the context" "$tally" run -m "$model" -c 8 -p "one two three four five six seven eight nine ten eleven twelve"
+  expect_error "context over the memory budget" "needs .* more than the memory budget" "$tally" run -m "$model" -c 4096 --kv-budget 1000000 -p hi
+  expect_ok "inspect" "blk.0.attn_q.weight" "$tally" inspect -m "$model"
+  expect_ok "inspect json" '"tensors"' "$tally" inspect -m "$model" --json
+  expect_ok "greedy run" "Paris" "$tally" run -m "$model" -p "The capital of France is" -n 8 --temp 0
+  expect_ok "run json" '"decode_tps"' "$tally" run -m "$model" -p "Hello" -n 4 --json
+  expect_ok "logits" "pos" "$tally" logits -m "$model" -p "Hello there" --top 3
   if [ -w /dev/full ]; then
-    expect_full "run to a full device" "$tally" run -p hi -n 4
-    expect_full "inspect to a full device" "$tally" inspect
+    expect_full "run to a full device" "$tally" run -m "$model" -p hi -n 4
+    expect_full "inspect to a full device" "$tally" inspect -m "$model"
   fi
-  expect_error "directory as perplexity text" "is a directory, not a text file" "$tally" perplexity -f "$tmp"
+  expect_error "directory as perplexity text" "is a directory, not a text file" "$tally" perplexity -m "$model" -f "$tmp"
   expect_error "FIFO as a model (run)" "not a regular file \\(a FIFO\\)" timeout 10 "$tally" run -m "$tmp/fifo.gguf" -p hi
   rep=$(printf '\xef\xbf\xbd')  # U+FFFD
   # Metadata the file cannot back, or that would be ignored, or printed raw (tests/cli/gguf_edit.py edits a copy).
@@ -215,48 +220,48 @@ if [ -f "$model" ]; then
   if grep -q "$(printf '\x1b')" "$tmp/out"; then echo "FAIL inspect printed a raw ESC"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
   expect_ok "inspect json of a non-UTF-8 key" "\"general.lic${rep}nse\"" "$tally" inspect --json -m "$tmp/escapes.gguf"
   rm -f "$tmp"/{blocks,fewblocks,rope,eps,heads,typed,vocab,escapes}.gguf
-  expect_warned "a prompt of only 0xFF runs" "the prompt has 2 characters .* each was replaced by U\\+FFFD" "$tally" run -p "$(printf '\xff\xfe')" -n 2
+  expect_warned "a prompt of only 0xFF runs" "the prompt has 2 characters .* each was replaced by U\\+FFFD" "$tally" run -m "$model" -p "$(printf '\xff\xfe')" -n 2
   printf 'The cat sat on the mat.\xc0 The dog sat on the log.\n' >"$tmp/ppl.txt"
-  expect_warned "perplexity says what it replaced" "the text file has 1 character" "$tally" perplexity -f "$tmp/ppl.txt" -c 8
+  expect_warned "perplexity says what it replaced" "the text file has 1 character" "$tally" perplexity -m "$model" -f "$tmp/ppl.txt" -c 8
   # --plot paths reach no shell and no gnuplot command: '|cmd' and a newline are plain (bad) file names.
   if command -v gnuplot >/dev/null; then
-    expect_error "plot path starting with |" "cannot write the plot there: folder" "$tally" lab speedup --prompt-tokens 4 --gen-tokens 2 --plot "|touch $tmp/pwned" --json
-    expect_error "plot path with a newline" "cannot write the plot there" "$tally" lab speedup --prompt-tokens 4 --gen-tokens 2 --json \
+    expect_error "plot path starting with |" "cannot write the plot there: folder" "$tally" lab speedup -m "$model" --prompt-tokens 4 --gen-tokens 2 --plot "|touch $tmp/pwned" --json
+    expect_error "plot path with a newline" "cannot write the plot there" "$tally" lab speedup -m "$model" --prompt-tokens 4 --gen-tokens 2 --json \
       --plot "$(printf 'x.png"\nsystem "touch %s/pwned2"\nset output "y' "$tmp")"
     if [ -e "$tmp/pwned" ] || [ -e "$tmp/pwned2" ]; then echo "FAIL --plot ran a command"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
-    expect_error "plot to /dev/full" "/dev/full: cannot write the plot there: it is a character device" "$tally" lab speedup --prompt-tokens 4 --gen-tokens 2 --plot /dev/full
-    expect_error "plot into a directory" "cannot write the plot there: it is a directory" "$tally" lab speedup --prompt-tokens 4 --gen-tokens 2 --plot "$tmp"
-    expect_ok "plot to a plain path" '"points"' "$tally" lab speedup --prompt-tokens 4 --gen-tokens 2 --json --plot "$tmp/plot.png"
+    expect_error "plot to /dev/full" "/dev/full: cannot write the plot there: it is a character device" "$tally" lab speedup -m "$model" --prompt-tokens 4 --gen-tokens 2 --plot /dev/full
+    expect_error "plot into a directory" "cannot write the plot there: it is a directory" "$tally" lab speedup -m "$model" --prompt-tokens 4 --gen-tokens 2 --plot "$tmp"
+    expect_ok "plot to a plain path" '"points"' "$tally" lab speedup -m "$model" --prompt-tokens 4 --gen-tokens 2 --json --plot "$tmp/plot.png"
   fi
-  expect_ok "kv budget with a unit" "Paris" "$tally" run -p "The capital of France is" -n 4 --temp 0 --kv-budget 1GiB
+  expect_ok "kv budget with a unit" "Paris" "$tally" run -m "$model" -p "The capital of France is" -n 4 --temp 0 --kv-budget 1GiB
   # Paths and file text that are not UTF-8 come out of every JSON writer as U+FFFD.
   ln -s "$model" "$tmp/m$(printf '\xff').gguf"
   expect_ok "inspect json of a non-UTF-8 path" "\"path\": \".*/m$rep\\.gguf\"" "$tally" inspect --json -m "$tmp/m$(printf '\xff').gguf"
   expect_ok "kv-plan json of a non-UTF-8 path" "\"source\": \".*/m$rep\\.gguf\"" "$tally" kv-plan --json -m "$tmp/m$(printf '\xff').gguf"
   # More threads than cores: a warning, and the run goes on.
-  "$tally" run -p hi -n 1 -t 64 >"$tmp/out" 2>"$tmp/err"
+  "$tally" run -m "$model" -p hi -n 1 -t 64 >"$tmp/out" 2>"$tmp/err"
   if [ $? -ne 0 ] || { [ "$(nproc)" -lt 64 ] && ! grep -q "more threads than the .* cores" "$tmp/err"; }; then echo "FAIL -t above the cores: $(cat "$tmp/err")"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
-  expect_error "parallel zero" "--parallel must be at least 1, got 0" "$tally" run -p hi --parallel 0
-  expect_error "beam zero" "--beam must be at least 1, got 0" "$tally" run -p hi --beam 0
-  expect_error "beam with parallel" "--beam and --parallel" "$tally" run -p hi --beam 2 --parallel 2
-  expect_error "beam-copy without beam" "--beam-copy needs --beam" "$tally" run -p hi --beam-copy
-  expect_error "parallel without a cache" "--no-cache" "$tally" run -p hi --parallel 2 --no-cache
-  expect_error "bench parallel zero" "--parallel values must be at least 1, got 0" "$tally" bench --parallel 0 --no-probe
-  expect_error "lab beam width zero" "--widths values must be at least 1, got 0" "$tally" lab beam --widths 0
-  expect_ok "beam json" '"beams"' "$tally" run -p "The capital of France is" -n 4 --beam 2 --json
-  expect_ok "parallel json" '"continuations"' "$tally" run -p "Hello" -n 4 --parallel 2 --json
-  expect_error "chat -n checked before the first line" "-n must be at least 1" "$tally" chat -n -1
+  expect_error "parallel zero" "--parallel must be at least 1, got 0" "$tally" run -m "$model" -p hi --parallel 0
+  expect_error "beam zero" "--beam must be at least 1, got 0" "$tally" run -m "$model" -p hi --beam 0
+  expect_error "beam with parallel" "--beam and --parallel" "$tally" run -m "$model" -p hi --beam 2 --parallel 2
+  expect_error "beam-copy without beam" "--beam-copy needs --beam" "$tally" run -m "$model" -p hi --beam-copy
+  expect_error "parallel without a cache" "--no-cache" "$tally" run -m "$model" -p hi --parallel 2 --no-cache
+  expect_error "bench parallel zero" "--parallel values must be at least 1, got 0" "$tally" bench -m "$model" --parallel 0 --no-probe
+  expect_error "lab beam width zero" "--widths values must be at least 1, got 0" "$tally" lab beam -m "$model" --widths 0
+  expect_ok "beam json" '"beams"' "$tally" run -m "$model" -p "The capital of France is" -n 4 --beam 2 --json
+  expect_ok "parallel json" '"continuations"' "$tally" run -m "$model" -p "Hello" -n 4 --parallel 2 --json
+  expect_error "chat -n checked before the first line" "-n must be at least 1" "$tally" chat -m "$model" -n -1
   # A chat whose context fills up drops the oldest turns, says so, and goes on to the end.
   printf 'Name a fruit.\nName a colour.\nName a city.\nName a river.\n' |
-    "$tally" chat -c 96 -n 24 --temp 0 >"$tmp/out" 2>"$tmp/err"
+    "$tally" chat -m "$model" -c 96 -n 24 --temp 0 >"$tmp/out" 2>"$tmp/err"
   if [ $? -ne 0 ] || ! grep -q "turn(s) were dropped" "$tmp/err" || [ "$(grep -c "new prompt tokens" "$tmp/err")" -ne 4 ]; then
     echo "FAIL chat at a full context: $(head -c 600 "$tmp/err")"; failures=$((failures + 1))
   else passes=$((passes + 1)); fi
   # -c beyond the trained context warns but runs.
-  "$tally" run -c 9000 -p "Hi" -n 1 >"$tmp/out" 2>"$tmp/err"
+  "$tally" run -m "$model" -c 9000 -p "Hi" -n 1 >"$tmp/out" 2>"$tmp/err"
   if [ $? -ne 0 ] || ! grep -q "warning" "$tmp/err"; then echo "FAIL -c beyond training: $(cat "$tmp/err")"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
 else
-  echo "note: default model not installed; model checks skipped"
+  echo "note: smollm2:135m not installed (tally pull smollm2:135m); model checks skipped"
   [ "${TALLY_REQUIRE_MODEL:-0}" = 1 ] && failures=$((failures + 1))
 fi
 

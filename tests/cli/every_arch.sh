@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every command on every supported architecture and source: the random-weight
 # qwen2 (GGUF, Q4_K_M), qwen3, llama and gemma3 (HF folders) of tests/fixtures/random_models,
-# and Gemma 3 270M when it is installed (scripts/fetch_model.sh gemma3-270m).
+# and Gemma 3 270M when it is installed (`tally pull gemma3:270m`).
 # Each command must exit 0 and print something; what the numbers are is
 # checked by the unit tests, not here (but for one: kv-plan's allocation on Gemma).
 # Usage: every_arch.sh path/to/tally   (EVERY_ARCH_TIMES=1 prints each command's milliseconds)

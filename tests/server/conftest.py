@@ -45,6 +45,7 @@ def tally_home() -> pathlib.Path:
 
 
 def default_model() -> pathlib.Path:
+    """The tests' model, smollm2:135m (the server's own default, qwen2.5-coder:1.5b, is too slow for them)."""
     return tally_home() / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
@@ -74,8 +75,9 @@ class TallyServer:
     """One `tally serve` process on 127.0.0.1 with a port of the kernel's choosing."""
 
     def __init__(self, *args: str):
-        need(default_model().exists(), f"the default model is not installed at {default_model()} (scripts/setup.sh)")
-        self.args = ["serve", "--host", "127.0.0.1", "--port", "0", *args]
+        need(default_model().exists(), f"smollm2:135m is not installed at {default_model()} (tally pull smollm2:135m)")
+        model = [] if "-m" in args or "--model" in args else ["-m", str(default_model())]
+        self.args = ["serve", "--host", "127.0.0.1", "--port", "0", *model, *args]
         self.lines: list[str] = []
         self._cond = threading.Condition()
         self.proc = subprocess.Popen([tally_bin(), *self.args], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

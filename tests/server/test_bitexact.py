@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from conftest import tally_bin
+from conftest import default_model, tally_bin
 
 PROMPTS = [
     "What is a KV cache?",
@@ -39,7 +39,8 @@ def stream_text(srv, text: str, max_tokens: int) -> str:
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_greedy_chat_equals_tally_run(server, prompt):
     n = 48
-    run = subprocess.run([tally_bin(), "run", "--chat", "-p", prompt, "-n", str(n), "--temp", "0", "--json"],
+    run = subprocess.run([tally_bin(), "run", "-m", str(default_model()), "--chat", "-p", prompt, "-n", str(n),
+                          "--temp", "0", "--json"],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     want = json.loads(run.stdout)

@@ -127,7 +127,8 @@ def test_an_empty_api_key_or_key_file_is_refused_at_start(tmp_path):
     for args, want in ((["--api-key", ""], "key is empty"), (["--api-key-file", str(empty)], "key is empty"),
                        (["--api-key", "k\x01"], "printable ASCII"), (["--api-key-file", str(spaced)], "printable ASCII"),
                        (["--api-key-file", "/dev/zero"], "API key file")):
-        p = subprocess.run([tally_bin(), "serve", "--port", "0", *args], capture_output=True, text=True, timeout=60)
+        p = subprocess.run([tally_bin(), "serve", "-m", str(default_model()), "--port", "0", *args],
+                           capture_output=True, text=True, timeout=60)
         assert p.returncode in (1, 2) and want in p.stderr and len(p.stderr.splitlines()) == 1, (args, p.stderr)
 
 
@@ -310,12 +311,13 @@ def test_connections_beyond_the_cap_get_503_at_once(start_server):
 ])
 def test_serve_refuses_options_that_cannot_work(args, want):
     need(default_model().exists(), "the default model is not installed")
-    p = subprocess.run([tally_bin(), "serve", "--port", "0", *args], capture_output=True, text=True, timeout=120)
+    p = subprocess.run([tally_bin(), "serve", "-m", str(default_model()), "--port", "0", *args], capture_output=True,
+                       text=True, timeout=120)
     assert p.returncode in (1, 2) and want in p.stderr and len(p.stderr.splitlines()) == 1, (args, p.returncode, p.stderr)
 
 
 def test_a_port_in_use_is_refused(srv):
-    p = subprocess.run([tally_bin(), "serve", "--host", "127.0.0.1", "--port", str(srv.port)], capture_output=True,
-                       text=True, timeout=120)
+    p = subprocess.run([tally_bin(), "serve", "-m", str(default_model()), "--host", "127.0.0.1", "--port", str(srv.port)],
+                       capture_output=True, text=True, timeout=120)
     assert p.returncode == 1 and "address already in use" in p.stderr, p.stderr
     assert srv.get("/health")[0] == 200

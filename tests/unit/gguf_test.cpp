@@ -663,7 +663,7 @@ TEST(Gguf, OpenErrorsNameThePath) {
 }
 
 TEST(Gguf, MatchesGgufPyOnDefaultModel) {
-  const std::string path = tally_test::default_model_path();
+  const std::string path = tally_test::test_model_path();
   if (path.empty()) {
     if (tally_test::model_required()) FAIL() << "default model not found and TALLY_REQUIRE_MODEL=1";
     GTEST_SKIP() << "default model not found under $TALLY_HOME";

@@ -263,6 +263,13 @@ TEST(KvPlan, FormatBytes) {
   EXPECT_EQ(format_bytes(23040ull * 4096), "94371840 B (90.00 MiB)");
   EXPECT_EQ(format_bytes(3ull << 30), "3221225472 B (3.00 GiB)");
   EXPECT_EQ(format_bytes(5ull << 40), "5497558138880 B (5.00 TiB)");
+  // three significant digits, and never "1000 KiB"
+  EXPECT_EQ(format_bytes_short(999), "999 B");
+  EXPECT_EQ(format_bytes_short(1000), "0.98 KiB");
+  EXPECT_EQ(format_bytes_short(1472), "1.44 KiB");
+  EXPECT_EQ(format_bytes_short(98362432), "93.8 MiB");
+  EXPECT_EQ(format_bytes_short(491400064), "469 MiB");
+  EXPECT_EQ(format_bytes_short(1117320768), "1.04 GiB");
 }
 
 TEST(BlockAllocator, ReferenceCounts) {

@@ -197,7 +197,7 @@ TEST(KvPlanConfig, DenseParameterFormula) {
 }
 
 TEST(KvPlanGguf, SmolLM2FromDefaultModel) {
-  const std::string path = tally_test::default_model_path();
+  const std::string path = tally_test::test_model_path();
   if (path.empty()) {
     if (tally_test::model_required()) FAIL() << "default model not found and TALLY_REQUIRE_MODEL=1";
     GTEST_SKIP() << "default model not installed";

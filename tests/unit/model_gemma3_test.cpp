@@ -1,7 +1,7 @@
 // Gemma 3 270M (gemma3: MQA, head_dim 256, q/k norms, post-norms, GELU gate,
 // scaled embeddings, two RoPE bases, sliding-window layers; Q4_K_M with Q4_K,
 // Q5_0, Q6_K and Q8_0 matrices) against llama.cpp on the same file. The file
-// is installed by scripts/fetch_model.sh gemma3-270m (setup.sh does); the
+// is installed by `tally pull gemma3:270m` (scripts/test.sh does); the
 // reference comes from scripts/fixtures/make_gemma3_fixtures.py. Without the
 // file these tests skip, or fail when TALLY_REQUIRE_MODEL=1.
 #include <gtest/gtest.h>
@@ -29,7 +29,7 @@ namespace {
 constexpr const char* kFile = "gemma-3-270m-q4_k_m.gguf";
 
 std::string gemma_path() {
-  const std::filesystem::path p = std::filesystem::path(tally::default_model_path()).parent_path() / kFile;
+  const std::filesystem::path p = std::filesystem::path(tally::models_dir()) / kFile;
   std::error_code ec;
   return std::filesystem::is_regular_file(p, ec) ? p.string() : "";
 }
@@ -47,7 +47,7 @@ const tally::Model* gemma() {
 #define TALLY_NEED_GEMMA()                                                                              \
   do {                                                                                                  \
     if (gemma() == nullptr) {                                                                           \
-      const std::string why = std::string(kFile) + " is not installed (scripts/fetch_model.sh gemma3-270m)"; \
+      const std::string why = std::string(kFile) + " is not installed (tally pull gemma3:270m)"; \
       if (tally_test::model_required()) FAIL() << why;                                                  \
       GTEST_SKIP() << why;                                                                              \
     }                                                                                                   \

@@ -1,5 +1,5 @@
 #pragma once
-// Shared setup for tests that run the default model: one load per process,
+// Shared setup for tests that run the tests' model (smollm2:135m): one load per process,
 // a skip (or, with TALLY_REQUIRE_MODEL=1, a failure) when it is not installed,
 // and the JSON fixtures made by scripts/fixtures/make_model_fixtures.py.
 #include <gtest/gtest.h>
@@ -21,7 +21,7 @@ namespace tally_test {
 
 inline const tally::Model* shared_model() {
   static std::unique_ptr<tally::Model> model = [] {
-    const std::string p = default_model_path();
+    const std::string p = test_model_path();
     return p.empty() ? nullptr : tally::Model::load(p);
   }();
   return model.get();
@@ -74,7 +74,7 @@ inline nlohmann::json load_fixture(const std::string& rel) {
 #define TALLY_NEED_MODEL()                                                                 \
   do {                                                                                     \
     if (tally_test::shared_model() == nullptr) {                                           \
-      if (tally_test::model_required()) FAIL() << "default model not installed";           \
-      GTEST_SKIP() << "default model not installed (scripts/fetch_model.sh)";              \
+      if (tally_test::model_required()) FAIL() << "smollm2:135m not installed";             \
+      GTEST_SKIP() << "smollm2:135m not installed (tally pull smollm2:135m)";         \
     }                                                                                      \
   } while (0)

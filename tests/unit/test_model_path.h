@@ -1,8 +1,10 @@
 #pragma once
-// Locates the default model for tests that need real weights or a real
-// vocabulary, exactly where `tally run` looks (io/model_locator.h:
-// $TALLY_HOME/models/, TALLY_HOME defaulting to ~/.cache/tally). Returns ""
-// when it is not there; such tests GTEST_SKIP, or fail when TALLY_REQUIRE_MODEL=1.
+// Locates the tests' model, SmolLM2-135M-Instruct Q4_1 (catalog name
+// smollm2:135m: small enough to run in every test), for tests that need real
+// weights or a real vocabulary, exactly where `tally run -m smollm2:135m`
+// looks (io/model_locator.h: $TALLY_HOME/models/, TALLY_HOME defaulting to
+// ~/.cache/tally). Returns "" when it is not there; such tests GTEST_SKIP,
+// or fail when TALLY_REQUIRE_MODEL=1.
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -11,11 +13,18 @@
 
 namespace tally_test {
 
-inline std::string default_model_path() {
-  const std::string p = tally::default_model_path();
+inline constexpr const char* kTestModel = "smollm2:135m";
+
+// Where a catalog model is installed, or "" when it is not.
+inline std::string catalog_model_path(const char* name) {
+  const tally::CatalogModel* m = tally::Catalog::get().find(name);
+  if (m == nullptr) return "";
+  const std::string p = tally::installed_path(*m);
   std::error_code ec;
   return std::filesystem::is_regular_file(p, ec) ? p : "";
 }
+
+inline std::string test_model_path() { return catalog_model_path(kTestModel); }
 
 inline bool model_required() {
   const char* r = std::getenv("TALLY_REQUIRE_MODEL");
@@ -32,7 +41,7 @@ inline std::string derived_model_path(const std::string& name) {
   const char* d = std::getenv("TALLY_DERIVED_MODELS");
   const std::filesystem::path dir = d != nullptr && *d != '\0'
                                         ? std::filesystem::path(d)
-                                        : std::filesystem::path(tally::default_model_path()).parent_path();
+                                        : std::filesystem::path(tally::models_dir());
   std::error_code ec;
   return std::filesystem::is_regular_file(dir / name, ec) ? (dir / name).string() : "";
 }

@@ -29,7 +29,7 @@ nlohmann::json load_fixture() {
 class SmolLM2Tokenizer : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::string path = tally_test::default_model_path();
+    const std::string path = tally_test::test_model_path();
     if (path.empty()) return;
     file_ = new GgufFile(path);
     tok_ = new Tokenizer(Tokenizer::from_gguf(*file_));
@@ -43,8 +43,8 @@ class SmolLM2Tokenizer : public ::testing::Test {
   void SetUp() override {
     if (tok_ != nullptr) return;
     if (tally_test::model_required())
-      FAIL() << tally::default_model_path() << " not found";
-    GTEST_SKIP() << tally::default_model_path() << " not found (scripts/fetch_model.sh)";
+      FAIL() << tally_test::kTestModel << " not installed";
+    GTEST_SKIP() << tally_test::kTestModel << " not installed (tally pull smollm2:135m)";
   }
   static inline GgufFile* file_ = nullptr;
   static inline Tokenizer* tok_ = nullptr;

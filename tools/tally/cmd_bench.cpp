@@ -37,7 +37,7 @@ void add_bench(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("bench", "Prefill (pp) and decode (tg) tokens/s at given depths and thread counts");
-  cmd->add_option("-m,--model", o->m.model, "GGUF model or HF folder (default: the installed default model)")->check(nonempty_path());
+  cmd->add_option("-m,--model", o->m.model, model_help())->check(nonempty_path());
   cmd->add_option("-p", o->n_prompt, "Prompt tokens for the pp test (0: skip)")->capture_default_str();
   cmd->add_option("-n", o->n_gen, "Generated tokens for the tg test (0: skip)")->capture_default_str();
   auto* depths = cmd->add_option("-d", o->depths, "Cache depths before each test, comma-separated")->delimiter(',');

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "core/printable.h"
 #include "core/utf8.h"
+#include "model_options.h"
 #include "option_checks.h"
 #include "output.h"
 #include "io/gguf.h"
@@ -121,10 +122,10 @@ void add_inspect(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("inspect", "Print a GGUF file's header, metadata and tensor table");
-  cmd->add_option("-m,--model", o->model, "GGUF file or HF folder (default: the installed default model)")->check(nonempty_path());
+  cmd->add_option("-m,--model", o->model, model_help())->check(nonempty_path());
   cmd->add_flag("--json", o->json, "Print one JSON object");
   cmd->callback([o] {
-    const auto file = open_model_file(resolve_model_path(o->model));
+    const auto file = open_model_file(model_path(o->model));
     const GgufFile& f = *file;
     o->json ? print_json(f) : print_text(f);
   });

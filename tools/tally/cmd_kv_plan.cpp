@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "model_options.h"
 #include "option_checks.h"
 #include "output.h"
 #include "core/byte_size.h"
@@ -180,7 +181,7 @@ void add_kv_plan(CLI::App& app) {
   auto f = std::make_shared<Flags>();
   auto* cmd = app.add_subcommand(
       "kv-plan", "Size the KV cache of a model shape, its MHA and MQA variants, against the weights and a budget");
-  cmd->add_option("-m,--model", o->model, "GGUF file or HF folder to read the shape and weight bytes from")->check(nonempty_path());
+  cmd->add_option("-m,--model", o->model, "Model to read the shape and weight bytes from: a GGUF file, HF folder, catalog name or file in $TALLY_HOME/models")->check(nonempty_path());
   cmd->add_option("--config", o->config, "Hugging Face config.json (its text_config when present)")
       ->check(nonempty_path());
   f->layers = cmd->add_option("--layers", o->layers, "Explicit shape: decoder blocks");
@@ -205,7 +206,7 @@ void add_kv_plan(CLI::App& app) {
     if (f->weights_bytes->count()) weights_flag = parse_byte_count(o->weights_bytes, "--weights-bytes");
 
     ShapeSource src;
-    src.gguf = o->model;
+    src.gguf = o->model.empty() ? o->model : model_path(o->model);
     src.config = o->config;
     if (f->layers->count()) src.layers = o->layers;
     if (f->heads->count()) src.heads = o->heads;

@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "encode_input.h"
+#include "model_options.h"
 #include "option_checks.h"
 #include "output.h"
 #include "core/error.h"
@@ -23,7 +24,7 @@ void add_tokenize(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("tokenize", "Print the token ids of a text");
-  cmd->add_option("-m,--model", o->model, "GGUF file (a vocab-only GGUF is enough) or HF folder")->check(nonempty_path());
+  cmd->add_option("-m,--model", o->model, "Model whose tokenizer to use: as for run's -m (a vocab-only GGUF is enough)")->check(nonempty_path());
   cmd->add_flag("--add-special", o->add_special, "Add BOS/EOS as the model's flags say");
   cmd->add_flag("--parse-special", o->parse_special, "Turn special-token text such as <|im_start|> into its token");
   cmd->add_flag("--json", o->json, "Print {\"ids\": [...], \"pieces\": [...]}");
@@ -33,7 +34,7 @@ void add_tokenize(CLI::App& app) {
   cmd->callback([o, text, file] {
     if (!*text && !*file) fail("tokenize: give a TEXT or -f FILE");
     const std::string input = *file ? read_text_file(o->file, "text file", kMaxTextBytes) : o->text;
-    const auto model_file = open_model_file(resolve_model_path(o->model));
+    const auto model_file = open_model_file(model_path(o->model));
     const Tokenizer tok = Tokenizer::from_gguf(*model_file);
     const auto ids = encode_input(tok, input, o->add_special, o->parse_special, *file ? "the text file" : "the text");
     if (o->json) {
@@ -55,11 +56,11 @@ void add_detokenize(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("detokenize", "Print the text of token ids");
-  cmd->add_option("-m,--model", o->model, "GGUF file (a vocab-only GGUF is enough) or HF folder")->check(nonempty_path());
+  cmd->add_option("-m,--model", o->model, "Model whose tokenizer to use: as for run's -m (a vocab-only GGUF is enough)")->check(nonempty_path());
   cmd->add_flag("--special", o->render_special, "Render control tokens such as <|im_end|> as text");
   cmd->add_option("ids", o->ids, "Token ids")->required();
   cmd->callback([o] {
-    const auto model_file = open_model_file(resolve_model_path(o->model));
+    const auto model_file = open_model_file(model_path(o->model));
     const Tokenizer tok = Tokenizer::from_gguf(*model_file);
     std::vector<int32_t> ids;
     for (int64_t id : o->ids) {

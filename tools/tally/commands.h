@@ -17,5 +17,7 @@ void add_lab(CLI::App& app);
 void add_embed(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_serve(CLI::App& app);
+// pull, list, rm
+void add_models(CLI::App& app);
 
 }  // namespace tally::cli

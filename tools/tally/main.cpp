@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
   tally::cli::add_embed(app);
   tally::cli::add_bench(app);
   tally::cli::add_serve(app);
+  tally::cli::add_models(app);
   tally::cli::strict_numbers(app);
   std::string word;
   if (CLI::App* at = unknown_subcommand(app, argc, argv, word)) {

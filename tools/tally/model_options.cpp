@@ -16,8 +16,24 @@
 
 namespace tally::cli {
 
+std::string model_help() {
+  std::string def = "the catalog's default model";
+  try {
+    def = Catalog::get().default_model().name;
+  } catch (const Error&) {  // a bad $TALLY_CATALOG is reported when a model is looked up, not by --help
+  }
+  return "Model: a GGUF file or HF folder, a name from `tally list --all` (e.g. smollm2:135m), or a file name in "
+         "$TALLY_HOME/models (default: " + def + ")";
+}
+
+std::string model_path(const std::string& given) {
+  const ModelLocation loc = locate_model(given);
+  if (!loc.note.empty()) fmt::print(stderr, "tally: note: {}\n", loc.note);
+  return loc.path;
+}
+
 void add_model_options(CLI::App* cmd, ModelOptions& o) {
-  cmd->add_option("-m,--model", o.model, "GGUF model or HF folder (default: the installed default model)")->check(nonempty_path());
+  cmd->add_option("-m,--model", o.model, model_help())->check(nonempty_path());
   cmd->add_option("-c,--ctx", o.ctx, "Context size in tokens (default: min(4096, trained context))")
       ->transform(integer_in(0, kMaxContextTokens));
   cmd->add_option("-t,--threads", o.threads, "Threads (default: all cores)")->transform(integer_in(0, kMaxThreads));
@@ -55,7 +71,7 @@ LoadedModel load_model(const ModelOptions& o) {
                o.threads, cores);
   const auto t0 = std::chrono::steady_clock::now();
   LoadedModel l;
-  l.model = Model::load(resolve_model_path(o.model));
+  l.model = Model::load(model_path(o.model));
   l.tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_gguf(l.model->file()));
   if (l.tokenizer->n_vocab() < l.model->config().n_vocab)
     fail("{}: the tokenizer has {} tokens but the model has {} rows of logits: ids from {} on would have no text",

@@ -31,6 +31,12 @@ struct ModelOptions {
   bool no_prefix_cache = false;
 };
 
+// -m's help: a path, a catalog name or alias, or a file name under
+// $TALLY_HOME/models; names the catalog's default model.
+std::string model_help();
+// The path -m names (io/model_locator.h); prints its note, if any, on stderr.
+std::string model_path(const std::string& given);
+
 void add_model_options(CLI::App* cmd, ModelOptions& o);
 // --scalar and --simd: the kernels a command uses (fails on a level this CPU lacks).
 void add_simd_options(CLI::App* cmd, ModelOptions& o);
