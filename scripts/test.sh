@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds and runs every test: (1) the unit tests under ASan+UBSan, (2) the seven
-# libFuzzer targets for TALLY_FUZZ_SECONDS each (default 15: under two
+# Builds and runs every test: (1) the unit tests under ASan+UBSan, (2) the eight
+# libFuzzer targets for TALLY_FUZZ_SECONDS each (default 15: about two
 # minutes in all; the long campaigns are docs/reliability.md's), (3) the full CTest suite of the warnings-as-errors release build, which
 # needs the default model, Gemma 3 270M (fetched here) and, for the server tests, the
 # venv that scripts/setup_test_env.sh makes.
