@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from conftest import default_model, tally_bin
+from conftest import default_model, need, tally_bin, tally_home
 
 
 def cli_plan(*args: str) -> dict:
@@ -74,6 +74,25 @@ def test_a_shape_of_the_request_with_weights_and_budget_matches_the_cli(server):
         assert l["max_tokens"] == (24 << 30) // l["bytes_per_token"]
     # A shape of its own does not borrow the loaded model's weights.
     assert plan(server, {**shape})["weights_bytes"] is None
+
+
+def test_a_model_with_a_sliding_window_is_sized_with_it(start_server):
+    gemma = tally_home() / "models" / "gemma-3-270m-q4_k_m.gguf"
+    need(gemma.exists(), f"Gemma 3 270M is not installed at {gemma} (scripts/fetch_model.sh gemma3-270m)")
+    s = start_server("-m", str(gemma), "--parallel", "1", "-c", "1024")
+    status, _, out = s.post("/v1/kv-plan", {"tokens": [256, 4096], "budget": "1GiB"})
+    assert status == 200, out
+    api = json.loads(out)
+    cli = cli_plan("-m", str(gemma), "--tokens", "256,4096", "--budget", "1GiB")
+    assert api["sliding_window"] == cli["sliding_window"] > 0 and api["window_layers"] == cli["window_layers"] > 0
+    same_layouts(api, cli)
+    # Past the window only the global layers grow; a batch of 1 also gets what `tally run -c N` allocates.
+    model = api["layouts"][0]
+    assert 0 < model["bytes_per_token_past_window"] < model["bytes_per_token"]
+    assert all(t["allocated_bytes"] for t in model["totals"])
+    # Another shape is not the model's: no window.
+    status, _, out = s.post("/v1/kv-plan", {"layers": api["layers"] + 1})
+    assert json.loads(out)["sliding_window"] == 0
 
 
 @pytest.mark.parametrize("body, param", [
