@@ -135,7 +135,7 @@ def test_a_reply_streams_in_equals_the_api_answer_and_a_second_turn_hits_the_cac
     d = browser
     open_page(d, server.url)
     assert d.find_element(*by("#empty")).is_displayed()
-    set_settings(d, temperature=0, max_tokens=48)
+    set_settings(d, temperature=0, max_tokens=96)
     # Every change of the reply's text as it happens (a streamed reply changes many times).
     d.execute_script("""
       window.__lengths = [];
@@ -155,7 +155,7 @@ def test_a_reply_streams_in_equals_the_api_answer_and_a_second_turn_hits_the_cac
     # The page's text, as kept in localStorage, is the server's greedy answer to the same request.
     msgs = current_messages(d)
     assert msgs[0] == {"role": "user", "content": q} and msgs[1]["role"] == "assistant"
-    assert msgs[1]["content"] == api_reply(server, [msgs[0]], temperature=0, max_tokens=48)
+    assert msgs[1]["content"] == api_reply(server, [msgs[0]], temperature=0, max_tokens=96)
     assert d.find_element(*by("#chat-title")).text == q[:60]
 
     # A second turn: its prompt holds the first turn, which the prefix cache has.
@@ -375,6 +375,8 @@ def test_the_settings_reach_the_request(server, browser):
     d.find_element(*by("#send")).click()
     assert "seed must be a whole number" in d.find_element(*by("#settings-error")).text
     assert d.execute_script("return window.__bodies") == []
+    set_settings(d, seed="1e")  # text a number box cannot hold: named, not taken as unset
+    assert d.find_element(*by("#settings-error")).get_attribute("textContent") == "seed is not a number"
     set_settings(d, seed="", temperature=5)
     d.find_element(*by("#input")).clear()
     d.find_element(*by("#input")).send_keys("Hello")
