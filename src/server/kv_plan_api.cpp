@@ -18,6 +18,8 @@ using nlohmann::json;
 
 namespace {
 
+constexpr size_t kMaxContexts = 256;
+
 // A whole number in [1, 2^31]; absent: `fallback`.
 int64_t positive(const json& b, const char* k, int64_t fallback) {
   if (!b.contains(k)) return fallback;
@@ -84,6 +86,9 @@ json kv_plan_response(const json& b, const ModelShape& model) {
   if (b.contains("tokens")) {
     if (!b["tokens"].is_array()) bad_request("tokens", "'tokens' must be a list of context lengths");
     if (b["tokens"].empty()) bad_request("tokens", "'tokens' must hold at least one context length");
+    // Each context costs a row per layout in the answer: a cap keeps a small body from asking for a huge one.
+    if (b["tokens"].size() > kMaxContexts)
+      bad_request("tokens", "'tokens' holds {} context lengths; at most {} are sized at once", b["tokens"].size(), kMaxContexts);
     r.contexts.clear();
     for (const json& v : b["tokens"]) {
       if (!v.is_number_unsigned() || v.get<uint64_t>() == 0) bad_request("tokens", "'tokens' must hold positive whole numbers");

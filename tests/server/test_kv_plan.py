@@ -107,6 +107,7 @@ def test_a_model_with_a_sliding_window_is_sized_with_it(start_server):
     ({"weights_bytes": "99999999999999999999"}, "weights_bytes"),
     ({"tokens": []}, "tokens"),
     ({"tokens": [0]}, "tokens"),
+    ({"tokens": list(range(1, 258))}, "tokens"),
     ({"heads": 9, "kv_heads": 2}, "kv_heads"),
     ({"layers": 1 << 40}, "layers"),
     ({"layers": None}, "layers"),
