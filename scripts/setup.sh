@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(cmake g++ make pkg-config python3 python3-pip ca-certificates
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libfmt-dev libboost1.81-dev libzip-dev libssl-dev
+  libjs-marked libjs-highlight.js node-dompurify
   clang libclang-rt-14-dev libsimde-dev gnuplot-nox
   python3-venv curl nginx chromium chromium-driver)
 

@@ -6,15 +6,14 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "core/byte_size.h"
 #include "core/error.h"
 #include "core/printable.h"
 #include "runtime/embedder.h"
 #include "server/api_error.h"
 #include "server/completion_format.h"
+#include "server/kv_plan_api.h"
 #include "server/requests.h"
 #include "server/web_assets.h"
-#include "sizing/kv_plan.h"
 #include "sizing/model_shape.h"
 
 namespace tally::server {
@@ -206,48 +205,7 @@ void ApiServer::embeddings(const HttpRequest& req, HttpResponse& res) {
 }
 
 void ApiServer::kv_plan(const HttpRequest& req, HttpResponse& res) const {
-  const json b = parse_body(req.body);
-  auto num = [&](const char* k, int64_t fallback) -> int64_t {
-    if (!b.contains(k)) return fallback;
-    if (!b[k].is_number_integer()) bad_request(k, "'{}' must be a whole number", k);
-    const int64_t v = b[k].get<int64_t>();
-    if (v < 1 || v > (int64_t{1} << 31)) bad_request(k, "'{}' must be between 1 and 2^31, got {}", k, v);
-    return v;
-  };
-  const auto& c = model_.config();
-  const ModelShape shape =
-      shape_from_flags(num("layers", c.n_layer), num("heads", c.n_head), num("kv_heads", c.n_kv_head), num("head_dim", c.head_dim));
-  KvPlanRequest r;
-  r.shape = shape.kv();
-  r.n_head = shape.n_head;
-  if (b.contains("dtype")) {
-    if (!b["dtype"].is_string()) bad_request("dtype", "'dtype' must be a string");
-    r.type = kv_plan_dtype(b["dtype"].get<std::string>());
-  }
-  if (b.contains("tokens")) {
-    if (!b["tokens"].is_array()) bad_request("tokens", "'tokens' must be a list of context lengths");
-    r.contexts.clear();
-    for (const json& v : b["tokens"]) {
-      if (!v.is_number_unsigned() || v.get<uint64_t>() == 0) bad_request("tokens", "'tokens' must hold positive whole numbers");
-      r.contexts.push_back(v.get<uint64_t>());
-    }
-  }
-  r.batch = static_cast<uint64_t>(num("batch", 1));
-  const auto plans = plan_kv(r);
-  json layouts = json::array();
-  for (const auto& p : plans) {
-    json totals = json::array();
-    for (size_t i = 0; i < p.context_bytes.size(); ++i)
-      totals.push_back({{"tokens", r.contexts[i]}, {"bytes", p.context_bytes[i]}, {"text", format_bytes(p.context_bytes[i])}});
-    layouts.push_back({{"layout", p.name},
-                       {"attention", attention_kind(r.n_head, p.n_kv_head)},
-                       {"kv_heads", p.n_kv_head},
-                       {"bytes_per_token", p.bytes_per_token},
-                       {"totals", totals}});
-  }
-  send_json(res, {{"layers", shape.n_layer}, {"heads", shape.n_head}, {"kv_heads", shape.n_kv_head},
-                  {"head_dim", shape.head_dim}, {"dtype", dtype_name(r.type)}, {"bytes_per_value", kv_bytes_per_value(r.type)},
-                  {"batch", r.batch}, {"layouts", layouts}});
+  send_json(res, kv_plan_response(parse_body(req.body), shape_from_gguf(model_.file())));
 }
 
 void ApiServer::generate(bool chat, const HttpRequest& req, HttpResponse& res) {

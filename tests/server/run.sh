@@ -6,7 +6,7 @@
 # for every test to run.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-export TALLY_BIN="$1"
+export TALLY_BIN="$(realpath "$1")"  # the tests run from this folder
 test_file="$2"
 home="${TALLY_HOME:-$HOME/.cache/tally}"
 venv="${TALLY_TEST_VENV:-$home/venv-test}"
