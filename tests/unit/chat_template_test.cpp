@@ -193,7 +193,7 @@ TEST(ChatTemplate, FromGgufMetadata) {
 class ChatTokens : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::string path = tally_test::default_model_path();
+    const std::string path = tally_test::test_model_path();
     if (path.empty()) return;
     file_ = new GgufFile(path);
     tok_ = new Tokenizer(Tokenizer::from_gguf(*file_));
