@@ -206,7 +206,7 @@ void HttpServer::serve() {
       if (static_cast<int>(open_fds_.size()) >= opts_.max_connections)
         refusal = fmt::format("the server holds its maximum of {} connections (--max-connections); retry later",
                               opts_.max_connections);
-      else if (per_client_[addr] >= opts_.max_connections_per_client)
+      else if (opts_.max_connections_per_client > 0 && per_client_[addr] >= opts_.max_connections_per_client)
         refusal = fmt::format("this client holds the maximum of {} connections per address "
                               "(--max-connections-per-client); retry later",
                               opts_.max_connections_per_client);

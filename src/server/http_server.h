@@ -11,8 +11,10 @@
 //   - a kept-alive connection waits idle_timeout for its next request;
 //   - a write that makes no progress for write_timeout ends the connection
 //     (a client that stops reading a stream is treated as gone);
-//   - at most max_connections at once, max_connections_per_client from one
-//     address; a connection beyond either is answered 503 and closed at once.
+//   - at most max_connections at once and, when set, max_connections_per_client
+//     from one address (off by default: behind a proxy every client has the
+//     proxy's address); a connection beyond either is answered 503 and closed
+//     at once.
 // Since every connection has its own thread, slow clients cannot starve the
 // others (health checks, running streams) below those caps.
 //
@@ -41,7 +43,7 @@ struct HttpServerOptions {
   int idle_timeout_s = 30;
   int write_timeout_s = 30;
   int max_connections = 512;
-  int max_connections_per_client = 128;
+  int max_connections_per_client = 0;  // 0: no cap per address
 };
 
 struct HttpHooks {

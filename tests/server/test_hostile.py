@@ -298,6 +298,18 @@ def test_connections_beyond_the_cap_get_503_at_once(start_server):
     assert s.get("/health")[0] == 200
 
 
+def test_connections_beyond_the_per_client_cap_get_503(start_server):
+    s = start_server("--parallel", "1", "-c", "1024", "--max-connections-per-client", "4", "--read-timeout", "30")
+    held = [socket.create_connection(("127.0.0.1", s.port)) for _ in range(4)]
+    try:
+        time.sleep(0.3)
+        r = raw(s, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n", timeout=5)
+        assert status_of(r) == 503 and "--max-connections-per-client" in json_body(r)["error"]["message"]
+    finally:
+        for h in held:
+            h.close()
+
+
 # --- options refused at start ---------------------------------------------------------------------
 
 

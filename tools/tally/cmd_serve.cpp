@@ -106,9 +106,9 @@ void add_serve(CLI::App& app) {
       ->capture_default_str()
       ->transform(integer_in(1, 65536));
   cmd->add_option("--max-connections-per-client", o->s.http.max_connections_per_client,
-                  "Connections one client address may hold at once (beyond: 503)")
+                  "Connections one client address may hold at once (beyond: 503; 0: no cap, the default, as behind a proxy every client has its address)")
       ->capture_default_str()
-      ->transform(integer_in(1, 65536));
+      ->transform(integer_in(0, 65536));
   cmd->add_option("--drain-seconds", o->drain_seconds, "On SIGTERM, how long running requests may finish")
       ->capture_default_str()
       ->transform(integer_in(0, 86400));
