@@ -52,6 +52,8 @@ void run_to_ready(Engine& e, std::span<const Engine::Id> ids) {
 BeamResult beam_search(Engine& e, std::span<const int32_t> prompt, const BeamOptions& o) {
   if (o.width < 1) fail("--beam must be at least 1, got {}", o.width);
   if (o.max_tokens < 1) fail("beam search needs at least 1 token to generate, got {}", o.max_tokens);
+  // W beams and the W candidates forked from them live at once.
+  e.check_fits(2 * static_cast<int64_t>(o.width), static_cast<int64_t>(prompt.size()), o.max_tokens, "beam search");
   BeamResult r;
   r.prompt_tokens = static_cast<int64_t>(prompt.size());
   const uint64_t copied_before = e.cache_stats().copied_bytes;

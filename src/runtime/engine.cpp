@@ -1,44 +1,66 @@
 #include "runtime/engine.h"
 
 #include <algorithm>
+#include <new>
 #include <utility>
 
 #include "core/error.h"
-#include "runtime/session.h"
+#include "io/session_file.h"
+#include "kernels/kv_quant.h"
+#include "kernels/ops.h"
+#include "kv/run_options.h"
 
 namespace tally {
+
+int64_t effective_context(const Model& model, int64_t requested) {
+  if (requested < 0) fail("context size must be positive, got {}", requested);
+  if (requested == 0) return std::min<int64_t>(4096, model.config().n_ctx_train);
+  return requested;
+}
 
 namespace {
 
 KvCacheOptions cache_options(const Model& m, const EngineOptions& o) {
-  KvCacheOptions k;
-  k.n_ctx = effective_context(m, o.n_ctx);
+  const auto& c = m.config();
+  std::vector<bool> window_layers(static_cast<size_t>(c.n_layer), false);
+  for (int64_t l = 0; l < c.n_layer; ++l) window_layers[static_cast<size_t>(l)] = c.window_layer(l);
+  KvCacheOptions k = run_cache_options(effective_context(m, o.n_ctx), o.cache_type, c.window, std::move(window_layers),
+                                       o.max_sequences, o.step_tokens);
   k.block_size = o.block_size;
-  k.type = o.cache_type;
   k.budget_bytes = o.kv_budget;
   k.prefix_cache = o.prefix_cache;
-  set_cache_window(m, k);
-  k.max_sequences = std::max<int64_t>(1, o.max_sequences);
-  k.max_batch = std::max<int64_t>(1, o.step_tokens);
   return k;
+}
+
+int threads_for(int requested) {
+  if (requested < 0) fail("thread count must be positive, got {}", requested);
+  return requested == 0 ? ThreadPool::default_threads() : requested;
+}
+
+const EngineOptions& checked(const EngineOptions& o) {
+  if (o.step_tokens < 1) fail("a step's token budget must be at least 1, got {}", o.step_tokens);
+  if (o.max_sequences < 1) fail("a step needs room for at least 1 sequence, got {}", o.max_sequences);
+  return o;
 }
 
 }  // namespace
 
-Engine::Engine(const Model& model, const EngineOptions& o)
+Engine::Engine(const Model& model, const EngineOptions& o) try
     : model_(model),
-      pool_(std::make_unique<ThreadPool>(o.n_threads > 0 ? o.n_threads : ThreadPool::default_threads())),
+      pool_(std::make_unique<ThreadPool>(threads_for(checked(o).n_threads))),
       cache_(model.kv_shape(), cache_options(model, o)),
-      forward_(model, *pool_, std::max<int64_t>(1, o.step_tokens), cache_.n_ctx(),
-               std::clamp<int64_t>(o.max_sequences, 1, std::max<int64_t>(1, o.step_tokens))),
-      step_tokens_(o.step_tokens),
-      max_sequences_(std::clamp<int64_t>(o.max_sequences, 1, std::max<int64_t>(1, o.step_tokens))) {
-  if (o.n_threads < 0) fail("thread count must be positive, got {}", o.n_threads);
-  if (o.step_tokens < 1) fail("a step's token budget must be at least 1, got {}", o.step_tokens);
-  if (o.max_sequences < 1) fail("a step needs room for at least 1 sequence, got {}", o.max_sequences);
+      // A step takes at most the budget and never more than the pool holds.
+      forward_(model, *pool_, std::min(o.step_tokens, cache_.n_ctx()), cache_.n_ctx(),
+               o.all_logits ? std::min(o.step_tokens, cache_.n_ctx())
+                            : std::clamp<int64_t>(o.max_sequences, 1, std::min(o.step_tokens, cache_.n_ctx()))),
+      step_tokens_(std::min(o.step_tokens, cache_.n_ctx())),
+      max_sequences_(std::clamp<int64_t>(o.max_sequences, 1, std::min(o.step_tokens, cache_.n_ctx()))) {
   entries_.reserve(static_cast<size_t>(max_sequences_));
   entry_slot_.reserve(static_cast<size_t>(max_sequences_));
   ready_.reserve(static_cast<size_t>(max_sequences_));
+} catch (const std::bad_alloc&) {
+  fail("cannot allocate an engine with a context of {} tokens and steps of {} tokens: lower -c or --batch",
+       effective_context(model, o.n_ctx), o.step_tokens);
 }
 
 const Engine::Seq& Engine::get(Id id) const {
@@ -78,6 +100,17 @@ int64_t Engine::committed_blocks() const {
 bool Engine::can_admit(int64_t n_tokens) const {
   return n_tokens >= 1 && n_tokens <= cache_.n_ctx() &&
          cache_.blocks_for(n_tokens) <= cache_.allocator().available_blocks() - committed_blocks();
+}
+
+void Engine::check_fits(int64_t n, int64_t prompt, int64_t max_tokens, const char* what) const {
+  const int64_t shared = prompt / cache_.block_size();  // the prompt's full blocks
+  const int64_t each = cache_.blocks_for(prompt + max_tokens) - shared;
+  const int64_t need = shared + n * each;
+  const int64_t pool = cache_.allocator().total_blocks();
+  if (n > pool || need > pool)
+    fail("{}: {} sequences of up to {} new tokens after a {}-token prompt need up to {} KV blocks of {} positions, "
+         "and the pool holds {} (a larger context, or fewer sequences)",
+         what, n, max_tokens, prompt, need, cache_.block_size(), pool);
 }
 
 Engine::Admission Engine::admit(std::span<const int32_t> prompt, int64_t max_len) {
@@ -292,6 +325,197 @@ std::span<const Engine::Id> Engine::step() {
     }
   }
   return ready_;
+}
+
+// --- A sequence evaluated alone -------------------------------------------------------------------
+
+Engine::Id Engine::open(int64_t max_len) {
+  if (max_len < 0 || max_len > cache_.n_ctx())
+    fail("a sequence of at most {} positions does not fit the pool of {}", max_len, cache_.n_ctx());
+  const Id id = new_slot();
+  Seq& s = seqs_[id.slot];
+  s.max_len = max_len == 0 ? cache_.n_ctx() : max_len;
+  s.kv = cache_.create_sequence(s.max_len);
+  return id;
+}
+
+KvCache::SeqId Engine::kv(Id id) const {
+  const Seq& s = get(id);
+  if (!s.kv) fail("sequence {} holds no cache now (preempted)", id.slot);
+  return *s.kv;
+}
+
+std::span<const float> Engine::eval(Id id, std::span<const int32_t> tokens, const LogitsSink& sink) {
+  Seq& s = get(id);
+  if (!s.kv || s.evaluated != static_cast<int64_t>(s.tokens.size()))
+    fail("sequence {} has tokens still to evaluate", id.slot);
+  if (tokens.empty()) fail("nothing to evaluate: no tokens given");
+  const int64_t length = s.evaluated;
+  if (length + static_cast<int64_t>(tokens.size()) > s.max_len)
+    fail("{} tokens do not fit: the context holds {} and {} are in use", tokens.size(), s.max_len, length);
+  const int64_t n_vocab = model_.config().n_vocab;
+  for (int32_t t : tokens)  // all chunks or none: an early chunk must not be kept when a later one is bad
+    if (t < 0 || t >= n_vocab) fail("token id {} is outside the vocabulary [0, {})", t, n_vocab);
+  if (sink && forward_.logit_rows() < forward_.max_tokens())
+    fail("every position's logits were asked for, but this engine keeps only the last (all_logits is off)");
+  const int64_t B = forward_.max_tokens();
+  s.logits.clear();
+  for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(B)) {
+    const auto chunk = tokens.subspan(i, std::min<size_t>(static_cast<size_t>(B), tokens.size() - i));
+    const int64_t start = s.evaluated;
+    forward_.eval(cache_, *s.kv, chunk, start, sink ? LogitsMode::All : LogitsMode::Last);
+    s.tokens.insert(s.tokens.end(), chunk.begin(), chunk.end());
+    s.evaluated += static_cast<int64_t>(chunk.size());
+    counters_.tokens += chunk.size();
+    if (sink) sink(start, forward_.logits(), static_cast<int64_t>(chunk.size()));
+  }
+  const size_t last_row = sink ? (tokens.size() - 1) % static_cast<size_t>(B) : 0;
+  return {forward_.logits() + last_row * static_cast<size_t>(n_vocab), static_cast<size_t>(n_vocab)};
+}
+
+void Engine::truncate(Id id, int64_t n) {
+  Seq& s = get(id);
+  if (!s.kv) fail("sequence {} holds no cache now (preempted)", id.slot);
+  if (n < 0 || n > s.evaluated) fail("cannot truncate sequence {} of {} positions to {}", id.slot, s.evaluated, n);
+  const int64_t m = cache_.resume_point(*s.kv, n);
+  const std::vector<int32_t> again(s.tokens.begin() + m, s.tokens.begin() + n);
+  cache_.truncate(*s.kv, m);
+  s.tokens.resize(static_cast<size_t>(m));
+  s.evaluated = m;
+  s.logits.clear();
+  if (!again.empty()) eval(id, again);
+}
+
+int64_t Engine::reuse_prefix(Id id, std::span<const int32_t> tokens) {
+  Seq& s = get(id);
+  if (!s.kv) fail("sequence {} holds no cache now (preempted)", id.slot);
+  const int64_t limit = std::max<int64_t>(0, static_cast<int64_t>(tokens.size()) - 1);
+  int64_t own = 0;
+  while (own < s.evaluated && own < limit && s.tokens[static_cast<size_t>(own)] == tokens[static_cast<size_t>(own)]) ++own;
+  // The prefix cache may hold a longer prefix (blocks of a sequence since released).
+  const KvCache::PrefixProbe hit = cache_.probe_prefix(tokens, limit);
+  if (hit.positions > own) {
+    const int64_t max_len = s.max_len;
+    cache_.free_sequence(*s.kv);
+    s.kv = cache_.create_sequence_from_prefix(tokens, limit, max_len);
+    s.evaluated = cache_.length(*s.kv);
+    s.tokens.assign(tokens.begin(), tokens.begin() + s.evaluated);
+    s.logits.clear();
+    return s.evaluated;
+  }
+  truncate(id, own);
+  return get(id).evaluated;
+}
+
+void Engine::check_window(Id id, int64_t sinks) const {
+  const int64_t bs = cache_.block_size(), window = get(id).max_len;
+  if (sinks < 0) fail("--sinks must be >= 0, got {}", sinks);
+  if (sinks + bs + 1 > window)
+    fail("--window {} is too small for --sinks {}: a slide drops a block of {} positions, so the window needs at "
+         "least {} (sinks + block + 1)",
+         window, sinks, bs, sinks + bs + 1);
+}
+
+int64_t Engine::slide(Id id, int64_t need, int64_t sinks) {
+  Seq& s = get(id);
+  if (!s.kv) fail("sequence {} holds no cache now (preempted)", id.slot);
+  const int64_t bs = cache_.block_size(), room = s.max_len;
+  check_window(id, sinks);
+  if (need < 1 || sinks + bs + need > room)
+    fail("a window of {} positions cannot keep {} sinks, slide by a block of {} and take {} new ones", room, sinks, bs,
+         need);
+  if (s.evaluated + need <= room) return 0;
+  const int64_t over = s.evaluated + need - room;
+  const int64_t n = (over + bs - 1) / bs * bs;  // whole blocks' worth, so slides are rare
+  const auto& c = model_.config();
+  // A rotation by -n for each RoPE base (sliding-window layers have their own).
+  const size_t half = static_cast<size_t>(c.rope_dims / 2);
+  std::vector<float> cs(half), sn(half), cs_swa(half), sn_swa(half);
+  rope_angles(-n, c.rope_dims, c.rope_base, cs.data(), sn.data());
+  rope_angles(-n, c.rope_dims, c.rope_base_swa, cs_swa.data(), sn_swa.data());
+  cache_.remove_positions(*s.kv, sinks, n, [&](int64_t layer, float* k) {
+    const bool swa = c.window_layer(layer);
+    rope_apply(k, c.n_kv_head, c.head_dim, c.rope_dims, swa ? cs_swa.data() : cs.data(), swa ? sn_swa.data() : sn.data(),
+               c.arch->rope_pairing);
+  });
+  s.tokens.erase(s.tokens.begin() + sinks, s.tokens.begin() + sinks + n);
+  s.evaluated -= n;
+  return n;
+}
+
+void Engine::read_kv(Id id, int64_t layer, int64_t pos, float* k, float* v) const {
+  cache_.load(layer, kv(id), pos, k, v);
+}
+
+void Engine::save(Id id, const std::string& path, const std::string& meta,
+                  const std::function<void(uint32_t)>& after_layer) const {
+  const Seq& s = get(id);
+  const KvCache::SeqId seq = kv(id);
+  const auto& c = model_.config();
+  SessionHeader h;
+  h.model_fingerprint = model_.fingerprint();
+  h.cache_type = cache_.storage().type();
+  h.block_size = static_cast<uint32_t>(cache_.block_size());
+  h.n_layer = static_cast<uint32_t>(c.n_layer);
+  h.n_kv_head = static_cast<uint32_t>(c.n_kv_head);
+  h.head_dim = static_cast<uint32_t>(c.head_dim);
+  h.n_tokens = static_cast<uint64_t>(s.evaluated);
+  h.meta = meta;
+  const uint64_t vb = h.vector_bytes();
+  write_session_file(
+      path, h, std::span<const int32_t>(s.tokens).first(static_cast<size_t>(s.evaluated)),
+      [&](uint32_t layer, uint8_t* k, uint8_t* v) {
+        for (int64_t p = 0; p < s.evaluated; ++p) {
+          if (cache_.holds(layer, seq, p)) {
+            cache_.load_raw(layer, seq, p, k + p * vb, v + p * vb);
+          } else {  // a sliding-window layer's position out of its window: zeros, never read back
+            std::fill_n(k + p * vb, vb, uint8_t{0});
+            std::fill_n(v + p * vb, vb, uint8_t{0});
+          }
+        }
+      },
+      after_layer);
+}
+
+std::string Engine::load(Id id, const std::string& path) {
+  const SessionData d = read_session_file(path);
+  const SessionHeader& h = d.header;
+  const auto& c = model_.config();
+  if (h.model_fingerprint != model_.fingerprint())
+    fail("{}: the session was saved from another model (fingerprint {:016x}, this model's is {:016x})", path,
+         h.model_fingerprint, model_.fingerprint());
+  if (h.n_layer != c.n_layer || h.n_kv_head != c.n_kv_head || h.head_dim != c.head_dim)
+    fail("{}: the session's cache shape does not match this model", path);
+  if (h.cache_type != cache_.storage().type())
+    fail("{}: the session holds a {} cache; this one is {} (use --cache-type {})", path, dtype_name(h.cache_type),
+         dtype_name(cache_.storage().type()), kv_cache_type_flag(h.cache_type));
+  if (static_cast<int64_t>(h.n_tokens) > get(id).max_len)
+    fail("{}: the session holds {} positions, more than this context of {} (raise -c)", path, h.n_tokens,
+         get(id).max_len);
+  for (int32_t t : d.tokens)
+    if (t < 0 || t >= c.n_vocab) fail("{}: token id {} is outside the vocabulary [0, {})", path, t, c.n_vocab);
+  truncate(id, 0);
+  const KvCache::SeqId seq = kv(id);
+  // In steps of a batch, as the forward pass writes: the window layers keep the last window of each.
+  // Written without their tokens, so the prefix cache never keys these blocks: where the saving
+  // cache had let a window layer's positions go, the file holds zeros, which no lookup may find.
+  const int64_t n = static_cast<int64_t>(h.n_tokens), B = forward_.max_tokens();
+  for (int64_t start = 0; start < n; start += B) {
+    const int64_t end = std::min(n, start + B);
+    cache_.begin_write(seq, start, end - start);
+    for (uint32_t l = 0; l < h.n_layer; ++l)
+      for (int64_t p = start; p < end; ++p)
+        cache_.store_raw(l, seq, p, d.k(l, static_cast<uint64_t>(p)), d.v(l, static_cast<uint64_t>(p)));
+    cache_.end_write(seq);
+  }
+  // The file holds a window layer's positions only in its window: older ones
+  // (zeros where the saving cache had let them go) must not count as held.
+  cache_.trim_window(seq);
+  Seq& s = get(id);
+  s.tokens = d.tokens;
+  s.evaluated = n;
+  s.logits.clear();
+  return h.meta;
 }
 
 }  // namespace tally

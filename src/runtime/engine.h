@@ -1,8 +1,11 @@
 #pragma once
-// Many sequences on one model and one paged KV pool, evaluated together step
-// by step: the core that continuous batching, parallel sampling, beam search
-// and the server drive. The caller owns the policy (what to sample, when to
-// stop); the engine owns the cache, the forward pass and the schedule.
+// Many sequences on one model and one paged KV pool: the one runtime. The
+// engine owns the cache, the forward pass and the thread pool; continuous
+// batching, parallel sampling, beam search and the server drive its step(),
+// and a one-sequence Session (runtime/session.h) is a view over it that
+// evaluates its sequence alone (eval()). The caller owns the policy (what to
+// sample, when to stop); the engine owns the cache, the forward pass and the
+// schedule.
 //
 // A sequence is a list of tokens of which the first `evaluated` are in the
 // cache and the rest are pending. step() evaluates pending tokens: first the
@@ -12,6 +15,12 @@
 // prefill). A sequence whose pending tokens are all evaluated is ready: its
 // logits (of its last token) can be read, a token pushed, it can be forked.
 //
+// Reuse of earlier work goes through one place: a new sequence (admit())
+// starts from the longest prefix the prefix cache holds (the hash-chained
+// blocks of every sequence so far); a sequence resent with an edit
+// (reuse_prefix(), a chat's next turn) keeps its own common prefix or takes
+// the cache's, whichever is longer.
+//
 // Capacity: admit() refuses a prompt the pool cannot hold now (the caller
 // queues or fails it; nothing is taken). A step never fails for lack of
 // blocks: it defers prefill chunks, and if decoding sequences still do not
@@ -19,9 +28,11 @@
 // their tokens kept; they are evaluated again from the prefix cache when the
 // pool has room). A sequence that cannot grow even alone is stopped
 // (stopped()). Invariants: a live id names one sequence for its life; every
-// block of the pool is held by a live sequence, cached, or free.
+// block of the pool is held by a live sequence, cached, or free; a
+// sequence's first `evaluated` tokens are exactly its cache positions.
 // One thread drives an Engine (not thread-safe).
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -37,14 +48,18 @@ namespace tally {
 
 struct EngineOptions {
   int64_t n_ctx = 0;           // positions in the pool (0: min(4096, the model's trained context))
-  int64_t block_size = 16;     // positions per KV block
-  int64_t step_tokens = 512;   // token budget of one step
+  int64_t block_size = kDefaultBlockSize;  // positions per KV block
+  int64_t step_tokens = kDefaultBatchTokens;  // token budget of one step (a lone sequence's prefill chunk)
   int64_t max_sequences = 64;  // sequences evaluated in one step
   int n_threads = 0;           // 0: all cores
   DType cache_type = DType::F16;
   uint64_t kv_budget = 0;      // 0: the machine's available memory
   bool prefix_cache = true;
+  bool all_logits = false;     // eval() may return every position's logits (perplexity, logits)
 };
+
+// The context size an engine gets for a requested n_ctx (0 = default).
+int64_t effective_context(const Model& model, int64_t requested);
 
 class Engine {
  public:
@@ -62,6 +77,9 @@ class Engine {
     uint64_t steps = 0, tokens = 0, preemptions = 0;
   };
 
+  // Called with (first position, logits rows (rows, n_vocab), rows) for each chunk eval() evaluates.
+  using LogitsSink = std::function<void(int64_t pos, const float* logits, int64_t rows)>;
+
   Engine(const Model& model, const EngineOptions& opts);
 
   // A new sequence starting with `prompt` (1 or more tokens), of at most
@@ -71,6 +89,13 @@ class Engine {
   Admission admit(std::span<const int32_t> prompt, int64_t max_len = 0);
   // True when a prompt of n tokens would be admitted now.
   bool can_admit(int64_t n_tokens) const;
+  // Refuses (tally::Error naming `what`) `n` sequences forked from one prompt
+  // of `prompt` tokens that may each grow by `max_tokens`, when the whole
+  // pool could never hold them at once (the prompt's full blocks shared, each
+  // one's own blocks from there on): checked before
+  // they start, since a step that can never fit them would preempt and
+  // re-evaluate them forever.
+  void check_fits(int64_t n, int64_t prompt, int64_t max_tokens, const char* what) const;
   // A new sequence sharing every block of a ready src (same tokens, same logits).
   Id fork(Id src);
   // The same, every block copied (the baseline that sharing is measured against).
@@ -82,6 +107,51 @@ class Engine {
   // Frees the sequence's blocks at once (a finished or cancelled sequence).
   void release(Id id);
 
+  // --- A sequence evaluated alone, now (what a Session does) ---
+  // A new empty sequence of at most max_len positions (0: the pool's size).
+  Id open(int64_t max_len = 0);
+  // Evaluates `tokens` after the sequence's last position, in chunks of the
+  // step budget (each reads what the ones before wrote), and returns the last
+  // token's logits (valid until the engine evaluates again). With sink, every
+  // position's logits go to it (needs all_logits). All or nothing: a bad
+  // token or a context overflow is refused before anything is written.
+  // PRECONDITION: no tokens pending.
+  std::span<const float> eval(Id id, std::span<const int32_t> tokens, const LogitsSink& sink = {});
+  // Forgets positions [n, length). When the sliding-window layers no longer
+  // hold the window before n, it goes back to where they do and evaluates the
+  // tokens up to n again.
+  void truncate(Id id, int64_t n);
+  // For a sequence resent whole with an edit (a chat's next turn): keeps the
+  // longest prefix of `tokens` that the cache holds (in this sequence, or in
+  // the prefix cache's blocks when that is longer), never all of them (the
+  // last token must be evaluated again for fresh logits), drops the rest and
+  // returns how many positions were kept. The caller evaluates tokens[kept..].
+  int64_t reuse_prefix(Id id, std::span<const int32_t> tokens);
+  // A window sliding past the context (StreamingLLM): drops the oldest
+  // positions after the first `sinks`, a block at a time, until `need` more
+  // positions fit, re-rotating the kept keys to their new positions (RoPE
+  // rotations compose: a key at p moved to p - n is rotated by -n). Returns
+  // the positions dropped.
+  int64_t slide(Id id, int64_t need, int64_t sinks);
+  // Refuses a window (the sequence's maximum length) that cannot keep `sinks`
+  // first tokens, drop a block and take a new token: checked before a stream starts.
+  void check_window(Id id, int64_t sinks) const;
+  // Saves the sequence's positions, their tokens and `meta` (io/session_file.h), atomically.
+  void save(Id id, const std::string& path, const std::string& meta = "",
+            const std::function<void(uint32_t)>& after_layer = {}) const;
+  // Replaces the sequence's positions with a saved session's and returns its
+  // meta. Refuses, naming the reason, a file of another model or cache type,
+  // one longer than the sequence may grow, a corrupted or truncated file, a newer format.
+  std::string load(Id id, const std::string& path);
+  // Position pos's K and V in `layer`, read back as f32 (n_kv_head * head_dim each).
+  void read_kv(Id id, int64_t layer, int64_t pos, float* k, float* v) const;
+  // The final-normed hidden states (rows, n_embd) of the last evaluation.
+  const float* hidden() const { return forward_.hidden(); }
+  // An observer of the forward pass (the lab); nullptr for none. Not owned.
+  void set_hooks(ForwardHooks* hooks) { forward_.set_hooks(hooks); }
+  const KvCache& cache() const { return cache_; }
+  KvCache::SeqId kv(Id id) const;
+
   bool ready(Id id) const;
   bool stopped(Id id) const;  // cannot grow: its maximum, or the whole pool, is reached
   // The logits of the last token. PRECONDITION: ready(id).
@@ -92,6 +162,7 @@ class Engine {
   int64_t room(Id id) const;
 
   int64_t running() const;  // live sequences
+  int64_t step_tokens() const { return step_tokens_; }
   int64_t n_ctx() const { return cache_.n_ctx(); }
   const Model& model() const { return model_; }
   KvCacheStats cache_stats() const { return cache_.stats(); }

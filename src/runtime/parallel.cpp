@@ -18,6 +18,7 @@ ParallelResult generate_parallel(Engine& e, std::span<const int32_t> prompt, int
   if (n < 1) fail("--parallel must be at least 1, got {}", n);
   if (o.max_tokens < 0) fail("token limit must be >= 0, got {}", o.max_tokens);
   if (!o.use_cache) fail("parallel sampling shares the prompt's cache; it has no no-cache mode");
+  e.check_fits(n, static_cast<int64_t>(prompt.size()), o.max_tokens, "parallel sampling");
   ParallelResult r;
   r.continuations.resize(static_cast<size_t>(n));
   auto t0 = std::chrono::steady_clock::now();

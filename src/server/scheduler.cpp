@@ -40,6 +40,9 @@ Scheduler::Scheduler(const Model& model, const Tokenizer& tok, const EngineOptio
   if (limits.max_queue < 1) fail("--queue must be at least 1, got {}", limits.max_queue);
   if (limits.max_sequences < 1) fail("--parallel must be at least 1, got {}", limits.max_sequences);
   if (limits.max_tokens < 1) fail("--max-tokens must be at least 1, got {}", limits.max_tokens);
+  if (limits.sinks >= 0 && limits.sinks + engine_.cache().block_size() + 1 > n_ctx_)
+    fail("--sinks {} leaves no room to slide in a context of {}: it needs at least sinks + {} + 1 positions",
+         limits.sinks, n_ctx_, engine_.cache().block_size());
   publish();
   thread_ = std::thread([this] { loop(); });
 }
@@ -130,9 +133,11 @@ bool Scheduler::try_admit(const std::shared_ptr<Job>& job) {
   const GenerationRequest& req = job->request();
   if (running_sequences_ + req.n > limits_.max_sequences) return false;
   const int64_t n = static_cast<int64_t>(req.prompt.size());
-  const int64_t cap = std::min(limits_.max_tokens, n_ctx_ - n);
+  // A sliding window never runs out of context: only the token cap ends a reply.
+  const bool sliding = limits_.sinks >= 0;
+  const int64_t cap = sliding ? limits_.max_tokens : std::min(limits_.max_tokens, n_ctx_ - n);
   const int64_t max_tokens = req.max_tokens < 0 ? cap : std::min(req.max_tokens, cap);
-  const Engine::Admission a = engine_.admit(req.prompt, std::min(n_ctx_, n + max_tokens));
+  const Engine::Admission a = engine_.admit(req.prompt, sliding ? n_ctx_ : std::min(n_ctx_, n + max_tokens));
   if (!a.id) return false;  // the pool cannot hold the prompt now: it waits at the head of the queue
   job->set_cached_tokens(a.cached_tokens);
   auto r = std::make_unique<Running>();
@@ -186,17 +191,21 @@ void Scheduler::advance(Running& r) {
   }
   for (Choice& c : r.choices) {
     if (c.done || !engine_.ready(c.id)) continue;
-    const auto em = c.gen.step(engine_.logits(c.id), engine_.tokens(c.id), engine_.room(c.id));
+    const bool sliding = limits_.sinks >= 0;
+    const int64_t room = sliding ? std::numeric_limits<int64_t>::max() : engine_.room(c.id);
+    const auto em = c.gen.step(engine_.logits(c.id), engine_.tokens(c.id), room);
     if (em) {
       const auto now = Job::Clock::now();
       if (c.gen.generated() > 1) metrics_.inter_token(std::chrono::duration<double>(now - c.last_token).count());
       c.last_token = now;
       emit(r, c, *em);
     }
-    if (c.gen.finished())
+    if (c.gen.finished()) {
       finish_choice(r, c, c.gen.finish());
-    else
-      engine_.push(c.id, c.gen.next());
+      continue;
+    }
+    if (sliding && engine_.room(c.id) == 0) engine_.slide(c.id, 1, limits_.sinks);
+    engine_.push(c.id, c.gen.next());
   }
 }
 

@@ -31,6 +31,9 @@ struct SchedulerLimits {
   int64_t max_queue = 64;        // requests waiting for admission (>= 1: every request waits there first)
   int64_t max_sequences = 8;     // sequences running at once (--parallel)
   int64_t max_tokens = 2048;     // cap on a request's max_tokens
+  // >= 0: a sequence that fills its context slides (StreamingLLM, Engine::slide),
+  // keeping this many first tokens, instead of ending; only max_tokens ends it.
+  int64_t sinks = -1;
 };
 
 class Scheduler {

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/printable.h"
 #include "kv/kv_cache.h"
+#include "kv/run_options.h"
 
 namespace tally {
 namespace {
@@ -109,19 +110,14 @@ struct WindowedCache {
   }
 };
 
-// The pool Session builds for `tally run -c ctx` (runtime/session.cpp: the
-// default blocks and batch, one sequence).
+// The pool `tally run -c ctx` builds (kv/run_options.h: the default blocks
+// and batch, one sequence).
 std::optional<uint64_t> run_allocation(const KvShape& shape, const KvPlanRequest& r, uint64_t ctx) {
   if (ctx > static_cast<uint64_t>(kMaxContextTokens)) return std::nullopt;
-  KvCacheOptions o;
-  o.n_ctx = static_cast<int64_t>(ctx);
-  o.type = r.type;
-  o.window = static_cast<int64_t>(r.window);
-  o.window_layers.assign(static_cast<size_t>(shape.n_layer), false);
-  std::fill_n(o.window_layers.begin(), r.n_window_layers, true);  // which ones does not change the bytes
-  o.max_sequences = 1;
-  o.max_batch = std::min(o.max_batch, o.n_ctx);
-  return kv_cache_planned_bytes(shape, o);
+  std::vector<bool> window_layers(static_cast<size_t>(shape.n_layer), false);
+  std::fill_n(window_layers.begin(), r.n_window_layers, true);  // which ones does not change the bytes
+  return kv_cache_planned_bytes(
+      shape, run_cache_options(static_cast<int64_t>(ctx), r.type, static_cast<int64_t>(r.window), window_layers));
 }
 
 }  // namespace

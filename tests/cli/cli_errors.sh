@@ -181,6 +181,28 @@ if [ -f "$model" ]; then
   else
     echo "FAIL chat /save to a device or without a file: $(head -c 400 "$tmp/err")"; failures=$((failures + 1))
   fi
+  # The one generation step: stop strings cut the text and end it, logprobs in --json, penalties accepted.
+  expect_ok "run --stop cuts at the stop string" '"finish": ?"stop".*"text": ?" Paris\.\\n\\nThe"|"text": ?" Paris\.\\n\\nThe".*"finish": ?"stop"' \
+    "$tally" run -m "$model" -p "The capital of France is" -n 12 --temp 0 --json --stop " answer"
+  "$tally" run -m "$model" -p "The capital of France is" -n 6 --temp 0 --json --logprobs 3 >"$tmp/lp.json" 2>/dev/null
+  if python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+lp = j["logprobs"]
+assert len(lp) == j["generated_tokens"] == 6, lp
+for t, e in zip(j["token_ids"], lp):
+    assert e["id"] == t and len(e["top"]) == 3 and e["top"][0]["id"] == t and e["top"][0]["logprob"] == e["logprob"] <= 0, e
+    assert e["top"][0]["logprob"] >= e["top"][1]["logprob"] >= e["top"][2]["logprob"], e
+' "$tmp/lp.json"; then passes=$((passes + 1)); else echo "FAIL run --logprobs: $(head -c 300 "$tmp/lp.json")"; failures=$((failures + 1)); fi
+  expect_error "--logprobs without --json" "--logprobs goes with --json" "$tally" run -m "$model" -p hi --logprobs 2
+  expect_error "--stop with --beam" "--beam scores its own hypotheses" "$tally" run -m "$model" -p hi --beam 2 --stop x
+  expect_error "an empty --stop" "--stop must not be empty" "$tally" run -m "$model" -p hi --stop ''
+  expect_ok "penalties in run" "Paris" "$tally" run -m "$model" -p "The capital of France is" -n 4 --temp 0 --presence-penalty 0.5 --frequency-penalty 0.5
+  expect_error "presence penalty out of range" "--presence-penalty: 3 is out of range" "$tally" run -m "$model" -p hi --presence-penalty 3
+  # Forks that the pool could never hold at once are refused before they start (they would preempt each other forever).
+  expect_error "beams outnumbering the pool" "beam search: 520 sequences .* the pool holds 128" timeout 20 "$tally" run -m "$model" -p "The capital of France is" -n 4 --beam 260
+  expect_error "parallel outnumbering the pool" "parallel sampling: 1000 sequences .* the pool holds 16" timeout 20 "$tally" run -m "$model" -p x -n 64 --parallel 1000 -c 512
+  expect_error "parallel past its bound" "--parallel: 100000 is out of range" "$tally" run -m "$model" -p x --parallel 100000
   expect_ok "scalar kernels" "Paris" "$tally" run -m "$model" -p "The capital of France is" -n 4 --temp 0 --simd scalar
   expect_error "negative -n" "-n must be" "$tally" run -m "$model" -p hi -n -1
   expect_error "zero threads is fine but negative is not" "--threads: -2 is out of range" "$tally" run -m "$model" -p hi -t -2
@@ -241,8 +263,8 @@ if [ -f "$model" ]; then
   # More threads than cores: a warning, and the run goes on.
   "$tally" run -m "$model" -p hi -n 1 -t 64 >"$tmp/out" 2>"$tmp/err"
   if [ $? -ne 0 ] || { [ "$(nproc)" -lt 64 ] && ! grep -q "more threads than the .* cores" "$tmp/err"; }; then echo "FAIL -t above the cores: $(cat "$tmp/err")"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
-  expect_error "parallel zero" "--parallel must be at least 1, got 0" "$tally" run -m "$model" -p hi --parallel 0
-  expect_error "beam zero" "--beam must be at least 1, got 0" "$tally" run -m "$model" -p hi --beam 0
+  expect_error "parallel zero" "--parallel: 0 is out of range" "$tally" run -m "$model" -p hi --parallel 0
+  expect_error "beam zero" "--beam: 0 is out of range" "$tally" run -m "$model" -p hi --beam 0
   expect_error "beam with parallel" "--beam and --parallel" "$tally" run -m "$model" -p hi --beam 2 --parallel 2
   expect_error "beam-copy without beam" "--beam-copy needs --beam" "$tally" run -m "$model" -p hi --beam-copy
   expect_error "parallel without a cache" "--no-cache" "$tally" run -m "$model" -p hi --parallel 2 --no-cache

@@ -20,6 +20,7 @@
 #include "runtime/parallel.h"
 #include "runtime/session.h"
 #include "sampler/sampler.h"
+#include "test_util.h"
 #include "tiny_model.h"
 
 namespace tally {
@@ -242,6 +243,58 @@ TEST(Engine, APoolTooSmallForEveryonePreemptsAndResumesWithoutChangingOutputs) {
   }
   EXPECT_GT(e.counters().preemptions, 0u) << "the pool was large enough: nothing was tested";
   for (int i = 0; i < 4; ++i) EXPECT_EQ(out[i], single(*tm->model, prompts[i], g).tokens) << "sequence " << i;
+}
+
+// A sequence evaluated alone (what a Session is): a resent prompt keeps its own
+// common prefix to the token, or takes the prefix cache's blocks when those
+// reach further; either way the next logits are those of a fresh run.
+TEST(Engine, ReusePrefixKeepsItsOwnPrefixOrTakesTheCachesWhenLonger) {
+  const auto tm = test::make_tiny_model();
+  const auto t = toks(40, 5, 2);
+  std::vector<int32_t> longer = t;
+  for (int32_t x : toks(9, 3, 7)) longer.push_back(x);
+  auto fresh_last = [&](const std::vector<int32_t>& all) {
+    Engine e(*tm->model, small());
+    const auto logits = e.eval(e.open(), all);
+    return std::vector<float>(logits.begin(), logits.end());
+  };
+  Engine e(*tm->model, small());
+  // Own prefix: 27 of t's tokens, then other ones; 27 is kept (not a block boundary).
+  const Engine::Id a = e.open();
+  e.eval(a, t);
+  std::vector<int32_t> edited(t.begin(), t.begin() + 27);
+  edited.push_back(49);
+  edited.push_back(48);
+  EXPECT_EQ(e.reuse_prefix(a, edited), 27);
+  EXPECT_EQ(e.tokens(a), std::vector<int32_t>(t.begin(), t.begin() + 27));
+  auto got = e.eval(a, std::span<const int32_t>(edited).subspan(27));
+  EXPECT_EQ(std::vector<float>(got.begin(), got.end()), fresh_last(edited));
+  // The prefix cache reaches further: b holds something else, then is resent t + more;
+  // the cache's blocks are t's first three (a holds them; its edit unkeyed the fourth).
+  const Engine::Id b = e.open();
+  e.eval(b, toks(12, 11, 5));
+  const int64_t kept = e.reuse_prefix(b, longer);
+  EXPECT_EQ(kept, 24) << "t's full blocks of 8 that a still holds";
+  EXPECT_EQ(e.tokens(b), std::vector<int32_t>(t.begin(), t.begin() + kept));
+  got = e.eval(b, std::span<const int32_t>(longer).subspan(static_cast<size_t>(kept)));
+  EXPECT_EQ(std::vector<float>(got.begin(), got.end()), fresh_last(longer));
+  // Never all of it: the last token is evaluated again for fresh logits.
+  EXPECT_EQ(e.reuse_prefix(b, longer), static_cast<int64_t>(longer.size()) - 1);
+}
+
+TEST(Engine, ForksThePoolCouldNeverHoldAreRefusedBeforeTheyStart) {
+  const auto tm = test::make_tiny_model();
+  Engine e(*tm->model, small(64));  // 8 blocks of 8
+  EXPECT_NO_THROW(e.check_fits(7, 10, 6, "beam search"));   // 1 shared + 7 x 1
+  test::expect_error([&] { e.check_fits(8, 10, 6, "beam search"); },
+                     {"beam search: 8 sequences", "need up to 9 KV blocks", "the pool holds 8"});
+  BeamOptions b;
+  b.width = 5;  // 10 sequences at once
+  b.max_tokens = 4;
+  test::expect_error([&] { beam_search(e, toks(10, 3, 1), b); }, {"beam search: 10 sequences"});
+  GenerateOptions g;
+  g.max_tokens = 30;
+  test::expect_error([&] { generate_parallel(e, toks(10, 3, 1), 3, g); }, {"parallel sampling: 3 sequences"});
 }
 
 }  // namespace

@@ -24,6 +24,8 @@
 namespace tally::cli {
 
 namespace {
+// Sequences --parallel and --beam may fork: each keeps a row of logits (n_vocab floats) besides its blocks.
+constexpr int64_t kMaxForks = 1024;
 // How a continuation ended, in run's --json ("context_full" kept apart from "length").
 const char* finish_name(Finish f) { return f == Finish::ContextFull ? "context_full" : finish_reason(f); }
 }  // namespace
@@ -59,8 +61,10 @@ void add_run(CLI::App& app) {
                                    "With --json: each generated token's log-probability and the N most likely")
                        ->transform(integer_in(0, 20));
   auto* par = cmd->add_option("--parallel", o->parallel,
-                              "N sampled continuations of the prompt, sharing its KV blocks (seeds S, S+1, ...)");
-  auto* beam = cmd->add_option("--beam", o->beam, "Beam search of width W over forked sequences (greedy scoring)");
+                              "N sampled continuations of the prompt, sharing its KV blocks (seeds S, S+1, ...)")
+                  ->transform(integer_in(1, kMaxForks));
+  auto* beam = cmd->add_option("--beam", o->beam, "Beam search of width W over forked sequences (greedy scoring)")
+                   ->transform(integer_in(1, kMaxForks));
   cmd->add_option("--length-penalty", o->length_penalty, "Beam score = sum of log-probs / length^A")
       ->capture_default_str();
   cmd->add_flag("--beam-copy", o->beam_copy, "Beam search with a full copy of the cache per beam (the baseline)");

@@ -109,6 +109,10 @@ void add_serve(CLI::App& app) {
                   "Connections one client address may hold at once (beyond: 503; 0: no cap, the default, as behind a proxy every client has its address)")
       ->capture_default_str()
       ->transform(integer_in(0, 65536));
+  cmd->add_option("--sinks", o->limits.sinks,
+                  "Slide a reply's window past the context (StreamingLLM) keeping the first N tokens: only "
+                  "--max-tokens/max_tokens ends a reply (default: off, a full context ends it)")
+      ->transform(integer_in(0, kMaxContextTokens));
   cmd->add_option("--drain-seconds", o->drain_seconds, "On SIGTERM, how long running requests may finish")
       ->capture_default_str()
       ->transform(integer_in(0, 86400));
