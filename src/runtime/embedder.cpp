@@ -15,12 +15,16 @@ Pooling pooling_from_name(std::string_view name) {
 }
 
 Embedding embed(const Model& model, std::span<const int32_t> tokens, int64_t layer, Pooling pool, int n_threads) {
+  ThreadPool threads(n_threads > 0 ? n_threads : ThreadPool::default_threads());
+  return embed(model, tokens, layer, pool, threads);
+}
+
+Embedding embed(const Model& model, std::span<const int32_t> tokens, int64_t layer, Pooling pool, ThreadPool& threads) {
   const auto& c = model.config();
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) fail("nothing to embed: the prompt has no tokens");
   if (layer < -1 || layer > c.n_layer) fail("--layer must be between 0 and {}, got {}", c.n_layer, layer);
   if (layer == -1) layer = c.n_layer;
-  ThreadPool threads(n_threads > 0 ? n_threads : ThreadPool::default_threads());
   Forward f(model, threads, n, n, 1);
   const bool final_norm = layer == c.n_layer;
   // Keeps a copy of the residual stream after block `layer`.

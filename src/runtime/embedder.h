@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "model/model.h"
 
 namespace tally {
@@ -22,5 +23,7 @@ struct Embedding {
 // layer: 0 = token embeddings, l = output of block l, n_layer (the default,
 // -1) = output of the last block after the final norm (what an encoder reads).
 Embedding embed(const Model& model, std::span<const int32_t> tokens, int64_t layer, Pooling pool, int n_threads);
+// The same on a pool of the caller's (the server's engine thread runs it on the engine's).
+Embedding embed(const Model& model, std::span<const int32_t> tokens, int64_t layer, Pooling pool, ThreadPool& threads);
 
 }  // namespace tally

@@ -151,6 +151,8 @@ class Engine {
   void set_hooks(ForwardHooks* hooks) { forward_.set_hooks(hooks); }
   const KvCache& cache() const { return cache_; }
   KvCache::SeqId kv(Id id) const;
+  // The engine's threads, for other work of the thread that drives it (the server's embeddings).
+  ThreadPool& threads() { return *pool_; }
 
   bool ready(Id id) const;
   bool stopped(Id id) const;  // cannot grow: its maximum, or the whole pool, is reached

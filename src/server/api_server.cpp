@@ -8,7 +8,6 @@
 
 #include "core/error.h"
 #include "core/printable.h"
-#include "runtime/embedder.h"
 #include "server/api_error.h"
 #include "server/completion_format.h"
 #include "server/kv_plan_api.h"
@@ -180,23 +179,26 @@ void ApiServer::detokenize(const HttpRequest& req, HttpResponse& res) const {
   send_json(res, {{"content", tok_.decode(ids)}});
 }
 
-void ApiServer::embeddings(const HttpRequest& req, HttpResponse& res) {
+void ApiServer::embeddings(const HttpRequest& req, HttpResponse& res) const {
   const json b = parse_body(req.body);
-  const auto inputs = parse_embedding_inputs(b, tok_);
-  json data = json::array();
+  auto inputs = parse_embedding_inputs(b, tok_);
   int64_t total = 0;
-  std::lock_guard<std::mutex> lock(embed_mutex_);
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (static_cast<int64_t>(inputs[i].size()) > model_.config().n_ctx_train)
       bad_request("input", "input {} has {} tokens, more than the model's context of {}", i, inputs[i].size(),
                   model_.config().n_ctx_train);
-    Embedding e = embed(model_, inputs[i], -1, Pooling::Mean, opts_.n_threads);
-    double norm = 0;
-    for (float v : e.values) norm += static_cast<double>(v) * v;
-    norm = std::sqrt(norm);
-    for (float& v : e.values) v = norm > 0 ? static_cast<float>(v / norm) : 0.0f;
-    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", e.values}});
     total += static_cast<int64_t>(inputs[i].size());
+  }
+  // Computed by the engine thread on the engine's threads, queued like generations.
+  const auto vectors = scheduler_.submit_embeddings(std::move(inputs))->wait();
+  json data = json::array();
+  for (size_t i = 0; i < vectors.size(); ++i) {
+    std::vector<float> v = vectors[i];
+    double norm = 0;
+    for (float x : v) norm += static_cast<double>(x) * x;
+    norm = std::sqrt(norm);
+    for (float& x : v) x = norm > 0 ? static_cast<float>(x / norm) : 0.0f;
+    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", v}});
   }
   send_json(res, {{"object", "list"},
                   {"data", data},

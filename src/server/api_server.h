@@ -3,8 +3,8 @@
 // completions, streamed as server-sent events or whole; models; embeddings),
 // /health, /metrics (Prometheus), /tokenize, /detokenize, /v1/kv-plan (the
 // cache planner), /openapi.json and the web page at /. One handler per
-// endpoint; generation goes through the Scheduler, the rest is answered on
-// the connection's thread. Errors are OpenAI's error objects with the HTTP
+// endpoint; generation and embeddings go through the Scheduler (its engine
+// thread), the rest is answered on the connection's thread. Errors are OpenAI's error objects with the HTTP
 // status; with an API key, every path but /, /health and /openapi.json needs
 // "Authorization: Bearer KEY" (one such header, matching whole). Logs one
 // line per request on stderr, its untrusted parts escaped.
@@ -26,7 +26,6 @@ namespace tally::server {
 struct ServerOptions {
   HttpServerOptions http;      // address, limits, timeouts, connection caps
   std::string api_key;         // "": no authentication (a key must be non-empty, printable ASCII)
-  int n_threads = 0;           // for embeddings (0: all cores)
   std::string model_name;      // the id /v1/models reports
 };
 
@@ -52,7 +51,7 @@ class ApiServer {
   void models(const HttpRequest&, HttpResponse&) const;
   void tokenize(const HttpRequest&, HttpResponse&) const;
   void detokenize(const HttpRequest&, HttpResponse&) const;
-  void embeddings(const HttpRequest&, HttpResponse&);
+  void embeddings(const HttpRequest&, HttpResponse&) const;
   void kv_plan(const HttpRequest&, HttpResponse&) const;
   void generate(bool chat, const HttpRequest&, HttpResponse&);
 
@@ -65,7 +64,6 @@ class ApiServer {
   ServerOptions opts_;
   Router router_;
   std::unique_ptr<HttpServer> http_;
-  std::mutex embed_mutex_;  // one embedding pass at a time
 };
 
 // True when `header` is exactly "Bearer " + key (compared in time independent of where they differ).

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "runtime/embedder.h"
 #include "server/api_error.h"
 
 namespace tally::server {
@@ -90,6 +91,61 @@ std::shared_ptr<Job> Scheduler::submit(GenerationRequest r) {
   return job;
 }
 
+std::vector<std::vector<float>> EmbeddingJob::wait() {
+  std::unique_lock<std::mutex> lock(m_);
+  cv_.wait(lock, [&] { return done_; });
+  if (failed_) {
+    ApiError e(503, "server_error", "the server stopped before the embeddings were done");
+    e.retry_after = 5;
+    throw e;
+  }
+  return std::move(out_);
+}
+
+std::shared_ptr<EmbeddingJob> Scheduler::submit_embeddings(std::vector<std::vector<int32_t>> inputs) {
+  auto job = std::make_shared<EmbeddingJob>(std::move(inputs));
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    if (draining_) {
+      ApiError e(503, "server_error", "the server is shutting down");
+      e.retry_after = 5;
+      throw e;
+    }
+    if (static_cast<int64_t>(queue_.size() + embed_queue_.size()) >= limits_.max_queue) {
+      ApiError e(429, "rate_limit_error",
+                 fmt::format("{} requests are already waiting; try again shortly", queue_.size() + embed_queue_.size()),
+                 "", "queue_full");
+      e.retry_after = 1;
+      throw e;
+    }
+    embed_queue_.push_back(job);
+  }
+  cv_.notify_all();
+  return job;
+}
+
+bool Scheduler::embed_one() {
+  std::shared_ptr<EmbeddingJob> job;
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    if (embed_queue_.empty()) return false;
+    job = embed_queue_.front();
+  }
+  const size_t i = job->out_.size();
+  const Embedding e = embed(model_, job->inputs_[i], -1, Pooling::Mean, engine_.threads());
+  job->out_.push_back(e.values);
+  if (job->out_.size() == job->inputs_.size()) {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      embed_queue_.pop_front();
+    }
+    std::lock_guard<std::mutex> lock(job->m_);
+    job->done_ = true;
+    job->cv_.notify_all();
+  }
+  return true;
+}
+
 void Scheduler::begin_drain() {
   std::lock_guard<std::mutex> lock(m_);
   draining_ = true;
@@ -106,7 +162,8 @@ void Scheduler::cancel_all() {
 
 bool Scheduler::wait_idle(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(m_);
-  return cv_.wait_for(lock, timeout, [&] { return queue_.empty() && gauges_.running_requests == 0; });
+  return cv_.wait_for(lock, timeout,
+                      [&] { return queue_.empty() && embed_queue_.empty() && gauges_.running_requests == 0; });
 }
 
 EngineGauges Scheduler::gauges() const {
@@ -213,7 +270,7 @@ void Scheduler::loop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(m_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !running_.empty(); });
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !running_.empty() || !embed_queue_.empty(); });
       if (stop_) break;
       if (cancel_all_)
         for (auto& r : running_) r->job->cancel();
@@ -236,6 +293,8 @@ void Scheduler::loop() {
       if (job->cancelled())  // gone before it started: answer nothing more, count nothing
         for (int i = 0; i < job->request().n; ++i) job->push(Event{Event::Kind::End, i, "", -1, 0, {}, "cancelled"});
     }
+    // One embedding input per turn, between steps: a long one delays the streams by one pass.
+    embed_one();
     // Cancelled requests leave at once, their blocks with them.
     for (auto& r : running_)
       if (r->job->cancelled())
@@ -269,6 +328,11 @@ void Scheduler::loop() {
     cv_.notify_all();
   }
   // Shutting down: every job still here ends now.
+  for (auto& job : embed_queue_) {
+    std::lock_guard<std::mutex> lock(job->m_);
+    job->done_ = job->failed_ = true;
+    job->cv_.notify_all();
+  }
   for (auto& r : running_)
     for (Choice& c : r->choices)
       if (!c.done) finish_choice(*r, c, Finish::Cancelled);

@@ -36,6 +36,24 @@ struct SchedulerLimits {
   int64_t sinks = -1;
 };
 
+// Embeddings of one request's inputs, computed by the engine thread (one
+// input per loop turn, between steps) on the engine's threads. Thread-safe.
+class EmbeddingJob {
+ public:
+  explicit EmbeddingJob(std::vector<std::vector<int32_t>> inputs) : inputs_(std::move(inputs)) {}
+  // Waits until every input is embedded; the pooled, unnormalized vectors in input order.
+  // Throws ApiError 503 when the server stopped before it was done.
+  std::vector<std::vector<float>> wait();
+
+ private:
+  friend class Scheduler;
+  std::vector<std::vector<int32_t>> inputs_;
+  std::vector<std::vector<float>> out_;  // engine thread until done
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool done_ = false, failed_ = false;
+};
+
 class Scheduler {
  public:
   Scheduler(const Model& model, const Tokenizer& tok, const EngineOptions& eo, const SchedulerLimits& limits,
@@ -47,6 +65,8 @@ class Scheduler {
   // Queues a request. ApiError 400 when it can never fit the context, 429
   // (Retry-After) when the queue is full, 503 while draining.
   std::shared_ptr<Job> submit(GenerationRequest r);
+  // Queues embeddings (mean-pooled last hidden states): 429 and 503 as submit().
+  std::shared_ptr<EmbeddingJob> submit_embeddings(std::vector<std::vector<int32_t>> inputs);
   // Stops admitting (new submits get 503); running and queued jobs go on.
   void begin_drain();
   // Waits until nothing is queued or running, at most `timeout`; true if idle.
@@ -66,6 +86,7 @@ class Scheduler {
   void loop();
   bool try_admit(const std::shared_ptr<Job>& job);
   void advance(Running& r);  // samples every ready choice of r
+  bool embed_one();          // the next input of the oldest embedding job; false when none waits
   void emit(Running& r, Choice& c, const Emission& em);
   void finish_choice(Running& r, Choice& c, Finish why);
   void publish();
@@ -82,6 +103,7 @@ class Scheduler {
   mutable std::mutex m_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
+  std::deque<std::shared_ptr<EmbeddingJob>> embed_queue_;
   bool stop_ = false, draining_ = false, cancel_all_ = false;
   EngineGauges gauges_;
   uint64_t next_id_ = 0;

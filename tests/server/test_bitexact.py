@@ -5,7 +5,10 @@ reply sliding past the context (`serve --sinks`) is `tally run --stream`'s."""
 from __future__ import annotations
 
 import json
+import math
+import struct
 import subprocess
+import threading
 import uuid
 
 import pytest
@@ -95,3 +98,33 @@ def test_a_reply_past_the_context_slides_as_run_stream_does(start_server):
     capped = json.loads(out)
     assert capped["usage"]["completion_tokens"] == 256 - want["prompt_tokens"]
     assert want["text"].startswith(capped["choices"][0]["text"])
+
+
+def _f32(x: float) -> float:
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def test_embeddings_are_tally_embeds_normalized_and_run_beside_a_stream(server):
+    """/v1/embeddings is computed by the engine thread: each vector is `tally embed`'s mean-pooled last
+    hidden state, normalized as the server normalizes (double sum, float quotient), bit for bit, and a
+    stream running at the same time still ends with [DONE]."""
+    texts = ["The cat sat on the mat.", "Quarterly revenue grew by four percent."]
+    streamed: dict = {}
+
+    def stream():
+        streamed["text"] = stream_text(server, "Count from one to twenty.", 48)
+
+    t = threading.Thread(target=stream)
+    t.start()
+    status, _, out = server.post("/v1/embeddings", {"input": texts, "model": "x"})
+    t.join(120)
+    assert status == 200, out
+    got = [d["embedding"] for d in json.loads(out)["data"]]
+    for text, vec in zip(texts, got):
+        run = subprocess.run([tally_bin(), "embed", "-m", str(default_model()), "-p", text, "--json"],
+                             capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        raw = json.loads(run.stdout)["embedding"]
+        norm = math.sqrt(sum(x * x for x in raw))
+        assert vec == [_f32(x / norm) for x in raw]
+    assert streamed.get("text")

@@ -136,7 +136,6 @@ void add_serve(CLI::App& app) {
     server::Metrics metrics;
     server::Scheduler scheduler(*lm.model, *lm.tokenizer, eo, o->limits, metrics);
     o->s.model_name = lm.model->file().get_string("general.name", "tally-model");
-    o->s.n_threads = o->m.threads;
     server::ApiServer api(*lm.model, *lm.tokenizer, scheduler, metrics, o->s);
     std::string error;
     if (!api.bind(&error)) fail("{}", error);
