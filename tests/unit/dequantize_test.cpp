@@ -122,8 +122,9 @@ TEST(Dequantize, UnalignedSourceAndRowSplitsAgree) {
   }
 }
 
-// The per-type and per-block functions are the same computation as the dispatcher.
-TEST(Dequantize, PerTypeAndPerBlockFunctionsAgreeWithDispatch) {
+// Each per-type row function and per-block function, called directly (the
+// matrix kernels and the KV cache call them so), against gguf-py's values.
+TEST(Dequantize, PerTypeAndPerBlockFunctionsMatchGgufPy) {
   using RowFn = void (*)(const uint8_t*, float*, uint64_t);
   using BlockFn = void (*)(const uint8_t*, float*);
   struct Fns {
@@ -147,16 +148,17 @@ TEST(Dequantize, PerTypeAndPerBlockFunctionsAgreeWithDispatch) {
   };
   for (const auto& f : fns) {
     const auto raw = read_fixture(std::string(f.stem) + ".bin");
+    const auto want = to_floats(read_fixture(std::string(f.stem) + ".f32"));
     const uint64_t n = values_in(f.type, raw.size());
-    std::vector<float> a(n), b(n), c(n);
-    dequantize_row(f.type, raw.data(), a.data(), n);
+    ASSERT_EQ(n, want.size()) << f.stem;
+    std::vector<float> b(n, NAN), c(n, NAN);
     f.row(raw.data(), b.data(), n);
-    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), n * 4)) << f.stem;
+    expect_matches(f.type, b, want, std::string(f.stem) + " row function");
     if (!f.block) continue;
     const auto& tr = traits(f.type);
     for (uint64_t blk = 0; blk < n / tr.block_size; ++blk)
       f.block(raw.data() + blk * tr.type_size, c.data() + blk * tr.block_size);
-    EXPECT_EQ(0, std::memcmp(a.data(), c.data(), n * 4)) << f.stem;
+    expect_matches(f.type, c, want, std::string(f.stem) + " block function");
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -70,26 +71,43 @@ TEST(ThreadPool, CoversEveryIndexExactlyOnce) {
 
 // A thread that runs slowly keeps only part of its share: the caller, done
 // with its own half, takes pieces off the far end of the slow one's rest.
+// "Slowly" is an event, not a time: worker 1 holds its first item until the
+// caller has done more than its own half (which it can only do by taking
+// worker 1's items), so the outcome does not depend on how busy the machine is.
 TEST(ThreadPool, AFastThreadTakesOverASlowOnesShare) {
   ThreadPool pool(2);
   std::vector<int> owner(64, -1);
+  std::mutex m;
+  std::condition_variable cv;
+  int caller_items = 0;
+  bool stuck = false;
   auto job = [&](int64_t b, int64_t e, int worker) {
     for (int64_t i = b; i < e; ++i) {
       owner[i] = worker;
-      if (worker == 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      std::unique_lock<std::mutex> lock(m);
+      if (worker == 0) {
+        ++caller_items;
+        cv.notify_all();
+      } else if (caller_items <= 32 && !cv.wait_for(lock, std::chrono::seconds(30), [&] { return caller_items > 32; })) {
+        stuck = true;  // the caller never took over: fail below instead of hanging
+      }
     }
   };
   pool.parallel_for(64, job);
+  EXPECT_FALSE(stuck) << "the caller did not take over the slow thread's share";
   int on_caller = 0;
   for (int w : owner) {
     ASSERT_GE(w, 0);
     on_caller += w == 0;
   }
-  // The slow thread's first piece alone (16 items, 80 ms) outlasts the caller's whole share.
   EXPECT_GT(on_caller, 32);
   EXPECT_EQ(owner.front(), 0);
   // A static split leaves each thread its half however long it takes.
-  pool.parallel_for(8, job, 1, Balance::Static);
+  std::fill(owner.begin(), owner.end(), -1);
+  auto mark = [&](int64_t b, int64_t e, int worker) {
+    for (int64_t i = b; i < e; ++i) owner[i] = worker;
+  };
+  pool.parallel_for(8, mark, 1, Balance::Static);
   for (int i = 0; i < 8; ++i) EXPECT_EQ(owner[i], i < 4 ? 0 : 1) << i;
 }
 
