@@ -52,7 +52,8 @@ Engine::Engine(const Model& model, const EngineOptions& o) try
       // A step takes at most the budget and never more than the pool holds.
       forward_(model, *pool_, std::min(o.step_tokens, cache_.n_ctx()), cache_.n_ctx(),
                o.all_logits ? std::min(o.step_tokens, cache_.n_ctx())
-                            : std::clamp<int64_t>(o.max_sequences, 1, std::min(o.step_tokens, cache_.n_ctx()))),
+                            : std::clamp<int64_t>(std::max(o.max_sequences, o.logit_rows), 1,
+                                                  std::min(o.step_tokens, cache_.n_ctx()))),
       step_tokens_(std::min(o.step_tokens, cache_.n_ctx())),
       max_sequences_(std::clamp<int64_t>(o.max_sequences, 1, std::min(o.step_tokens, cache_.n_ctx()))) {
   entries_.reserve(static_cast<size_t>(max_sequences_));
@@ -356,9 +357,8 @@ std::span<const float> Engine::eval(Id id, std::span<const int32_t> tokens, cons
   const int64_t n_vocab = model_.config().n_vocab;
   for (int32_t t : tokens)  // all chunks or none: an early chunk must not be kept when a later one is bad
     if (t < 0 || t >= n_vocab) fail("token id {} is outside the vocabulary [0, {})", t, n_vocab);
-  if (sink && forward_.logit_rows() < forward_.max_tokens())
-    fail("every position's logits were asked for, but this engine keeps only the last (all_logits is off)");
-  const int64_t B = forward_.max_tokens();
+  // With a sink, chunks are no longer than the rows of logits a step keeps.
+  const int64_t B = sink ? std::min(forward_.max_tokens(), forward_.logit_rows()) : forward_.max_tokens();
   s.logits.clear();
   for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(B)) {
     const auto chunk = tokens.subspan(i, std::min<size_t>(static_cast<size_t>(B), tokens.size() - i));

@@ -56,6 +56,8 @@ struct EngineOptions {
   uint64_t kv_budget = 0;      // 0: the machine's available memory
   bool prefix_cache = true;
   bool all_logits = false;     // eval() may return every position's logits (perplexity, logits)
+  int64_t logit_rows = 0;      // without all_logits: the most positions eval() returns logits of
+                               // at once (speculation verifies k + 1); 0: one per sequence of a step
 };
 
 // The context size an engine gets for a requested n_ctx (0 = default).
@@ -165,6 +167,7 @@ class Engine {
 
   int64_t running() const;  // live sequences
   int64_t step_tokens() const { return step_tokens_; }
+  int64_t logit_rows() const { return forward_.logit_rows(); }  // the most eval() returns at once
   int64_t n_ctx() const { return cache_.n_ctx(); }
   const Model& model() const { return model_; }
   KvCacheStats cache_stats() const { return cache_.stats(); }

@@ -37,8 +37,52 @@ std::optional<Emission> Generation::step(std::span<const float> logits, std::spa
     finish_ = Finish::MaxTokens;
     return std::nullopt;
   }
+  took_guess_ = false;
   Emission e;
   e.token = sampler_.sample(logits, history, static_cast<size_t>(generated_));
+  return finish_step(std::move(e), logits, room);
+}
+
+std::optional<Emission> Generation::step(std::span<const float> logits, std::span<const int32_t> history,
+                                         int64_t room, const Guess& guess) {
+  if (finished()) fail("the generation has finished: no more steps");
+  if (p_.max_tokens >= 0 && generated_ >= p_.max_tokens) {
+    finish_ = Finish::MaxTokens;
+    return std::nullopt;
+  }
+  Emission e;
+  e.token = choose(sampler_.distribution(logits, history, static_cast<size_t>(generated_)), guess);
+  took_guess_ = e.token == guess.token;
+  return finish_step(std::move(e), logits, room);
+}
+
+int32_t Generation::choose(std::span<const Sampler::Candidate> dist, const Guess& guess) {
+  if (sampler_.greedy()) return dist.front().id;
+  double total = 0, p = 0;
+  for (const Sampler::Candidate& c : dist) {
+    total += c.p;
+    if (c.id == guess.token) p = c.p;
+  }
+  p /= total;
+  auto q_of = [&](int32_t id) -> double {
+    if (guess.q.empty()) return id == guess.token ? 1.0 : 0.0;
+    for (const auto& [qid, qp] : guess.q)
+      if (qid == id) return qp;
+    return 0.0;
+  };
+  const double q = q_of(guess.token);
+  if (q > 0 && sampler_.uniform() * q < p) return guess.token;  // kept with probability min(1, p / q)
+  // Rejected: a draw from max(0, p - q), normalized (draw() normalizes).
+  residual_.clear();
+  for (const Sampler::Candidate& c : dist) {
+    const double r = c.p / total - q_of(c.id);
+    if (r > 0) residual_.push_back({c.id, c.logit, static_cast<float>(r)});
+  }
+  if (residual_.empty()) return guess.token;  // p == q everywhere: the guess was a draw from p itself
+  return sampler_.draw(residual_);
+}
+
+std::optional<Emission> Generation::finish_step(Emission e, std::span<const float> logits, int64_t room) {
   if (p_.top_logprobs >= 0) {
     log_softmax(logits, lp_);
     e.logprob = lp_[static_cast<size_t>(e.token)];

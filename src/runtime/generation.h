@@ -46,6 +46,14 @@ enum class Finish { None, EndToken, StopString, MaxTokens, ContextFull, Cancelle
 // "stop", "length", "cancelled" as OpenAI names them (a full context is "length").
 const char* finish_reason(Finish f);
 
+// A draft's guess for one position (speculative decoding): the token, and the
+// draft's distribution there (empty: a point mass on the token, as prompt
+// lookup guesses).
+struct Guess {
+  int32_t token = -1;
+  std::vector<std::pair<int32_t, float>> q;  // (id, probability), any order
+};
+
 struct Emission {
   int32_t token = -1;  // -1: held text flushed at the end, no token
   std::string text;    // may be empty (an unfinished character, a held-back stop-string prefix)
@@ -63,6 +71,13 @@ class Generation {
   // (nothing when it finished on an end token or was already at its limit).
   // Once finished(), tail() has the held text.
   std::optional<Emission> step(std::span<const float> logits, std::span<const int32_t> history, int64_t room);
+  // The same for a position a draft guessed: the token chosen is distributed
+  // exactly as step()'s would be (greedy: the same token), by the standard
+  // rule: the guess x is kept with probability min(1, p(x) / q(x)), else a
+  // token is drawn from max(0, p - q), normalized. took_guess() says which.
+  std::optional<Emission> step(std::span<const float> logits, std::span<const int32_t> history, int64_t room,
+                               const Guess& guess);
+  bool took_guess() const { return took_guess_; }
   // The token to append to the sequence, once step() emitted one and did not finish.
   int32_t next() const { return next_; }
   bool finished() const { return finish_ != Finish::None; }
@@ -76,8 +91,13 @@ class Generation {
   const GenerationParams& params() const { return p_; }
 
  private:
+  std::optional<Emission> finish_step(Emission e, std::span<const float> logits, int64_t room);
+  int32_t choose(std::span<const Sampler::Candidate> dist, const Guess& guess);
+
   GenerationParams p_;
   Sampler sampler_;
+  bool took_guess_ = false;
+  std::vector<Sampler::Candidate> residual_;
   std::optional<StreamDecoder> decoder_;
   std::string held_;
   int64_t generated_ = 0;

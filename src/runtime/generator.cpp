@@ -11,6 +11,59 @@ namespace {
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
+
+// The decode loop with prompt-lookup drafts: each step evaluates the token
+// chosen last and up to k guesses after it in one pass (k + 1 rows of
+// logits), keeps the guesses the generation step takes, and rolls the cache
+// back over the others.
+template <class Emit>
+void speculate(Session& s, Generation& gen, const GenerateOptions& o, std::span<const float> logits,
+               std::vector<int32_t>& history, GenerateResult& r, Emit&& emit) {
+  const PromptLookup lookup;
+  DraftLength length(o.draft_max);
+  const int64_t V = s.model().config().n_vocab;
+  auto take = [&](const std::optional<Emission>& e) {
+    if (!e) return;
+    r.tokens.push_back(e->token);
+    history.push_back(e->token);
+    emit(*e);
+  };
+  take(gen.step(logits, history, s.n_ctx() - s.length()));
+  std::vector<int32_t> batch;
+  while (!gen.finished()) {
+    const int64_t base = s.length();  // the cache holds history but its last token
+    const int64_t fit = s.n_ctx() - base - 1;  // guesses that fit after it
+    const int64_t k = std::min(length.next(), fit);
+    batch.assign(1, gen.next());
+    if (k > 0) {
+      const std::vector<int32_t> guesses = lookup.propose(history, k);
+      batch.insert(batch.end(), guesses.begin(), guesses.end());
+    }
+    const float* rows = nullptr;
+    logits = s.append(batch, [&](int64_t, const float* l, int64_t) { rows = l; });
+    ++r.decode_steps;
+    const int64_t guesses = static_cast<int64_t>(batch.size()) - 1;
+    int64_t kept = 0;
+    for (int64_t j = 0; j <= guesses; ++j) {
+      const std::span<const float> row(rows + j * V, static_cast<size_t>(V));
+      const int64_t room = s.n_ctx() - (base + j + 1);
+      const bool guessed = j < guesses;
+      take(guessed ? gen.step(row, history, room, Guess{batch[static_cast<size_t>(j + 1)], {}})
+                   : gen.step(row, history, room));
+      if (!guessed || !gen.took_guess()) break;
+      ++kept;  // the guess is in the cache already
+      if (gen.finished()) break;
+    }
+    length.record(guesses, kept);
+    r.drafted += guesses;
+    r.accepted += kept;
+    const int64_t keep = base + 1 + kept;
+    if (s.length() > keep) {
+      r.rolled_back += s.length() - keep;
+      s.truncate(keep);
+    }
+  }
+}
 }  // namespace
 
 GenerateResult generate(Session& s, std::span<const int32_t> prompt, const GenerateOptions& o,
@@ -20,6 +73,12 @@ GenerateResult generate(Session& s, std::span<const int32_t> prompt, const Gener
   if (o.max_tokens == -1 && o.sinks < 0) fail("generating with no token limit needs a sliding window (--stream)");
   if (o.sinks >= 0 && !o.use_cache) fail("a sliding window slides the cache; it has no no-cache mode");
   if (o.sinks >= 0) s.check_window(o.sinks);
+  if (o.draft_max < 0) fail("the draft length must be >= 0, got {}", o.draft_max);
+  if (o.draft_max > 0 && (o.sinks >= 0 || !o.use_cache))
+    fail("speculative decoding rolls back the cache: not with a sliding window or without a cache");
+  if (o.draft_max > 0 && s.engine().logit_rows() < o.draft_max + 1)
+    fail("a draft of {} tokens needs {} rows of logits per step; this session keeps {} (SessionOptions::logit_rows)",
+         o.draft_max, o.draft_max + 1, s.engine().logit_rows());
   GenerateResult r;
   if (o.sinks >= 0 && s.length() + static_cast<int64_t>(prompt.size()) > s.n_ctx())
     r.slid += s.slide(static_cast<int64_t>(prompt.size()), o.sinks);
@@ -41,27 +100,31 @@ GenerateResult generate(Session& s, std::span<const int32_t> prompt, const Gener
   r.prefill_ms = ms_since(t0);
 
   t0 = std::chrono::steady_clock::now();
-  for (;;) {
-    // A sliding window always has room: it drops old positions instead.
-    const int64_t room = o.sinks >= 0 ? std::numeric_limits<int64_t>::max() : s.n_ctx() - s.length();
-    const std::optional<Emission> e = gen.step(logits, history, room);
-    if (e) {
-      r.tokens.push_back(e->token);
-      history.push_back(e->token);
-      if (o.sinks >= 0 && history.size() > 4096)  // a stream runs forever: keep what the penalties look at
-        history.erase(history.begin(), history.end() - 1024);
-      emit(*e);
+  if (o.draft_max > 0) {
+    speculate(s, gen, o, logits, history, r, emit);
+  } else {
+    for (;;) {
+      // A sliding window always has room: it drops old positions instead.
+      const int64_t room = o.sinks >= 0 ? std::numeric_limits<int64_t>::max() : s.n_ctx() - s.length();
+      const std::optional<Emission> e = gen.step(logits, history, room);
+      if (e) {
+        r.tokens.push_back(e->token);
+        history.push_back(e->token);
+        if (o.sinks >= 0 && history.size() > 4096)  // a stream runs forever: keep what the penalties look at
+          history.erase(history.begin(), history.end() - 1024);
+        emit(*e);
+      }
+      if (gen.finished()) break;
+      const int32_t next = gen.next();
+      if (o.sinks >= 0) r.slid += s.slide(1, o.sinks);
+      if (o.use_cache) {
+        logits = s.append(std::span<const int32_t>(&next, 1));  // decode: position = cache length
+      } else {
+        s.truncate(0);
+        logits = s.append(history);
+      }
+      ++r.decode_steps;
     }
-    if (gen.finished()) break;
-    const int32_t next = gen.next();
-    if (o.sinks >= 0) r.slid += s.slide(1, o.sinks);
-    if (o.use_cache) {
-      logits = s.append(std::span<const int32_t>(&next, 1));  // decode: position = cache length
-    } else {
-      s.truncate(0);
-      logits = s.append(history);
-    }
-    ++r.decode_steps;
   }
   if (const std::optional<Emission> t = gen.tail()) emit(*t);
   r.stop = gen.finish();

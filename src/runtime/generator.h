@@ -14,12 +14,18 @@
 
 #include "runtime/generation.h"
 #include "runtime/session.h"
+#include "runtime/speculation.h"
 
 namespace tally {
 
 struct GenerateOptions : GenerationParams {
   int64_t sinks = -1;  // >= 0: slide the window past the context keeping this many first tokens (Session::slide)
   bool use_cache = true;
+  // > 0: speculative decoding with prompt lookup (runtime/speculation.h), at
+  // most this many guesses verified per step (the session needs as many + 1
+  // rows of logits: EngineOptions::logit_rows). Greedy output is unchanged;
+  // sampled output keeps its distribution.
+  int64_t draft_max = 0;
 };
 
 struct GenerateResult {
@@ -30,6 +36,8 @@ struct GenerateResult {
   double prefill_ms = 0, decode_ms = 0;
   Finish stop = Finish::MaxTokens;
   int64_t slid = 0;  // positions dropped by the sliding window
+  // Speculation: guesses verified, and kept; positions written then rolled back.
+  int64_t drafted = 0, accepted = 0, rolled_back = 0;
 };
 
 // Appends `prompt` to the session (which may already hold earlier turns) and

@@ -17,6 +17,7 @@ EngineOptions session_engine_options(const SessionOptions& o) {
   e.cache_type = o.cache_type;
   e.kv_budget = o.kv_budget;
   e.all_logits = o.all_logits;
+  e.logit_rows = o.logit_rows;
   return e;
 }
 

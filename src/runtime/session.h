@@ -25,6 +25,7 @@ struct SessionOptions {
   int64_t block_size = kDefaultBlockSize;
   uint64_t kv_budget = 0;    // 0: the machine's available memory
   bool all_logits = false;   // allow every position's logits (perplexity, logits)
+  int64_t logit_rows = 0;    // otherwise: the most positions whose logits one append returns (speculation: k + 1)
 };
 
 // The options of the one-sequence engine a Session owns.
@@ -76,6 +77,7 @@ class Session {
   // An observer of the forward pass (the lab); nullptr for none. Not owned.
   void set_hooks(ForwardHooks* hooks) { engine_->set_hooks(hooks); }
   Engine& engine() { return *engine_; }
+  const Engine& engine() const { return *engine_; }
 
  private:
   std::unique_ptr<Engine> engine_;

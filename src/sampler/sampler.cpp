@@ -51,6 +51,11 @@ std::vector<std::pair<int32_t, double>> top_entries(const std::vector<double>& l
 Sampler::Sampler(const SamplerParams& p) : p_(p), rng_(p.seed) { p.validate(); }
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history, size_t generated) {
+  return draw(distribution(logits, history, generated));
+}
+
+std::span<const Sampler::Candidate> Sampler::distribution(std::span<const float> logits,
+                                                          std::span<const int32_t> history, size_t generated) {
   if (logits.empty()) fail("sampler: empty logits");
   adjusted_.assign(logits.begin(), logits.end());
   if ((p_.presence_penalty != 0 || p_.frequency_penalty != 0) && generated > 0) {
@@ -69,7 +74,11 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
       l = l > 0 ? l / p_.repeat_penalty : l * p_.repeat_penalty;
     }
   }
-  if (p_.temperature <= 0) return argmax(adjusted_);
+  if (p_.temperature <= 0) {
+    const int32_t best = argmax(adjusted_);
+    cand_.assign(1, Candidate{best, adjusted_[static_cast<size_t>(best)], 1.0f});
+    return cand_;
+  }
 
   cand_.resize(adjusted_.size());
   for (size_t i = 0; i < adjusted_.size(); ++i) cand_[i] = {static_cast<int32_t>(i), adjusted_[i], 0};
@@ -106,14 +115,20 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     while (keep < n && cand_[keep].p >= floor) ++keep;
     n = keep;
   }
+  return std::span<const Candidate>(cand_).first(n);
+}
+
+int32_t Sampler::draw(std::span<const Candidate> dist) {
+  if (dist.empty()) fail("sampler: nothing to draw from");
+  if (p_.temperature <= 0) return dist.front().id;  // greedy takes nothing from the stream
   double total = 0;
-  for (size_t i = 0; i < n; ++i) total += cand_[i].p;
+  for (const Candidate& c : dist) total += c.p;
   double r = rng_.uniform() * total;
-  for (size_t i = 0; i < n; ++i) {
-    r -= cand_[i].p;
-    if (r < 0) return cand_[i].id;
+  for (const Candidate& c : dist) {
+    r -= c.p;
+    if (r < 0) return c.id;
   }
-  return cand_[n - 1].id;
+  return dist.back().id;
 }
 
 }  // namespace tally

@@ -29,17 +29,30 @@ struct SamplerParams {
 
 class Sampler {
  public:
-  explicit Sampler(const SamplerParams& p);
-  // history: tokens seen so far (prompt and generated), for the repetition
-  // penalty; the last `generated` of them were generated (presence and frequency penalties).
-  int32_t sample(std::span<const float> logits, std::span<const int32_t> history, size_t generated = 0);
-
- private:
+  // A token the sampler may draw and its probability.
   struct Candidate {
     int32_t id;
     float logit;
     float p;
   };
+
+  explicit Sampler(const SamplerParams& p);
+  // history: tokens seen so far (prompt and generated), for the repetition
+  // penalty; the last `generated` of them were generated (presence and frequency penalties).
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> history, size_t generated = 0);
+  // What sample() draws from, split in two: the candidates after every
+  // processor (penalties, temperature, top-k, top-p, min-p) with their
+  // probabilities (not normalized after the cuts; greedy: the argmax alone,
+  // p = 1), valid until the next call; and the draw, which takes from the
+  // seeded stream exactly what sample() takes. sample() == draw(distribution()).
+  std::span<const Candidate> distribution(std::span<const float> logits, std::span<const int32_t> history,
+                                          size_t generated = 0);
+  int32_t draw(std::span<const Candidate> dist);
+  // A uniform number in [0, 1) from the same seeded stream (speculative decoding's accept test).
+  double uniform() { return rng_.uniform(); }
+  bool greedy() const { return p_.temperature <= 0; }
+
+ private:
   SamplerParams p_;
   Rng rng_;
   std::vector<Candidate> cand_;

@@ -1,0 +1,201 @@
+// Speculative decoding (runtime/speculation.h, the draft loop of
+// runtime/generator.cpp, Generation's guess rule) on the tiny synthetic
+// decoder: greedy with prompt-lookup drafts of 1 to 8 tokens gives exactly the
+// tokens of greedy without; after the rollbacks the cache holds nothing of a
+// rejected guess (the next logits equal a fresh run's over the kept tokens);
+// the accept rule leaves the sampled distribution the target's (a chi-square
+// test that a rule ignoring q fails); prompt lookup finds the latest match of
+// the longest tail; the draft length backs off when guesses are not kept.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "runtime/generation.h"
+#include "runtime/generator.h"
+#include "runtime/session.h"
+#include "runtime/speculation.h"
+#include "session_helpers.h"
+#include "tiny_model.h"
+
+namespace tally {
+namespace {
+
+// Prompts that repeat themselves in several ways, so that prompt lookup has
+// matches to propose, some of which the model continues otherwise.
+std::vector<std::vector<int32_t>> prompts() {
+  std::vector<std::vector<int32_t>> out;
+  std::vector<int32_t> p;
+  for (int r = 0; r < 4; ++r)
+    for (int32_t t : {5, 17, 23, 42, 8, 31, 11}) p.push_back(t);
+  p.push_back(5);
+  p.push_back(17);
+  out.push_back(p);
+  for (int n : {12, 20, 27}) {
+    std::vector<int32_t> twice = test::token_pattern(n);
+    const std::vector<int32_t> again = test::token_pattern(n / 2);
+    twice.insert(twice.end(), again.begin(), again.end());
+    out.push_back(twice);
+  }
+  std::vector<int32_t> mixed;
+  for (int i = 0; i < 40; ++i) mixed.push_back((i * 13 + (i / 5) * 7) % 50);
+  out.push_back(mixed);
+  return out;
+}
+
+SessionOptions speculating_session(int64_t draft_max) {
+  SessionOptions o = test::small_block_session(DType::F16, 128);
+  o.logit_rows = draft_max + 1;
+  return o;
+}
+
+TEST(Speculation, GreedyWithDraftsEqualsGreedyWithout) {
+  const auto tm = test::make_tiny_model();
+  int64_t drafted = 0, accepted = 0;
+  for (const auto& prompt : prompts()) {
+    Session plain(*tm->model, test::small_block_session(DType::F16, 128));
+    const GenerateResult want = generate(plain, prompt, test::greedy_options(60));
+    for (int64_t k = 1; k <= 8; ++k) {
+      Session s(*tm->model, speculating_session(k));
+      GenerateOptions g = test::greedy_options(60);
+      g.draft_max = k;
+      const GenerateResult got = generate(s, prompt, g);
+      EXPECT_EQ(got.tokens, want.tokens) << "k = " << k;
+      EXPECT_EQ(got.stop, want.stop) << "k = " << k;
+      EXPECT_LE(got.decode_steps, want.decode_steps) << "k = " << k;
+      drafted += got.drafted;
+      accepted += got.accepted;
+      // The cache holds the prompt and what was generated (the last token when it was a kept guess),
+      // nothing of a rejected guess.
+      std::vector<int32_t> all = prompt;
+      all.insert(all.end(), want.tokens.begin(), want.tokens.end());
+      ASSERT_GE(s.length(), static_cast<int64_t>(all.size()) - 1) << "k = " << k;
+      EXPECT_EQ(s.tokens(), std::vector<int32_t>(all.begin(), all.begin() + s.length())) << "k = " << k;
+    }
+  }
+  EXPECT_GT(drafted, 0) << "prompt lookup never proposed: the test would not exercise rollbacks";
+  EXPECT_GT(accepted, 0);
+  EXPECT_LT(accepted, drafted) << "no guess was ever rejected: the rollback was not exercised";
+}
+
+// After rollbacks, the next step's logits equal those of a fresh session that
+// evaluates the kept tokens: nothing of a rejected guess stays in the cache.
+TEST(Speculation, AfterRollbacksTheCacheHoldsOnlyTheKeptTokens) {
+  const auto tm = test::make_tiny_model();
+  int rolled = 0;
+  for (const auto& prompt : prompts()) {
+    Session s(*tm->model, speculating_session(6));
+    GenerateOptions g = test::greedy_options(40);
+    g.draft_max = 6;
+    const GenerateResult r = generate(s, prompt, g);
+    if (r.rolled_back == 0) continue;
+    ++rolled;
+    std::vector<int32_t> all = prompt;
+    all.insert(all.end(), r.tokens.begin(), r.tokens.end());
+    all.push_back(3);  // one more token after the generated ones
+    const auto got = s.append(std::span<const int32_t>(all).subspan(static_cast<size_t>(s.length())));
+    const std::vector<float> after(got.begin(), got.end());
+    Session fresh(*tm->model, test::small_block_session(DType::F16, 128));
+    const auto want = fresh.append(all);
+    EXPECT_EQ(after, std::vector<float>(want.begin(), want.end()));
+  }
+  EXPECT_GT(rolled, 0) << "no run rolled anything back";
+}
+
+// The accept rule: over many draws (fixed seeds), the token a guessed step
+// chooses is distributed as the target's p, whatever the draft's q.
+double chi_square(const std::vector<int>& counts, const std::vector<double>& p, int n) {
+  double x = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const double e = p[i] * n;
+    x += (counts[i] - e) * (counts[i] - e) / e;
+  }
+  return x;
+}
+
+TEST(Speculation, TheAcceptRuleKeepsTheTargetsDistribution) {
+  const std::vector<float> logits = {1.0f, 0.2f, -0.5f, 2.0f, 0.0f, -1.0f, 0.7f, 0.3f};
+  std::vector<double> p(logits.size());
+  double z = 0;
+  for (size_t i = 0; i < logits.size(); ++i) z += p[i] = std::exp(logits[i]);
+  for (double& v : p) v /= z;
+  const std::vector<double> q = {0.05, 0.4, 0.05, 0.1, 0.1, 0.1, 0.1, 0.1};  // a draft model unlike the target
+  GenerationParams gp;
+  gp.sampling.temperature = 1;
+  gp.sampling.top_k = 0;
+  gp.sampling.top_p = 1;
+  gp.sampling.min_p = 0;
+  gp.max_tokens = 4;
+  const int n = 40000;
+  // 7 degrees of freedom: chi-square above 24.3 has probability 0.001 under the right distribution.
+  const double limit = 24.32;
+  std::mt19937_64 draft_rng(7);
+  std::discrete_distribution<int> from_q(q.begin(), q.end());
+  std::vector<int> lookup(p.size(), 0), draft(p.size(), 0), wrong(p.size(), 0);
+  std::mt19937_64 wrong_rng(11);
+  std::uniform_real_distribution<double> u01(0, 1);
+  std::discrete_distribution<int> from_p(p.begin(), p.end());
+  for (int i = 0; i < n; ++i) {
+    gp.sampling.seed = static_cast<uint64_t>(i);
+    {  // prompt lookup: a point mass on token 1, which p gives 0.09
+      Generation g(gp, nullptr);
+      const auto e = g.step(logits, {}, 8, Guess{1, {}});
+      ++lookup[static_cast<size_t>(e->token)];
+    }
+    {  // a draft model: the guess drawn from q, q passed along
+      Guess guess{from_q(draft_rng), {}};
+      for (size_t t = 0; t < q.size(); ++t) guess.q.emplace_back(static_cast<int32_t>(t), static_cast<float>(q[t]));
+      Generation g(gp, nullptr);
+      const auto e = g.step(logits, {}, 8, guess);
+      ++draft[static_cast<size_t>(e->token)];
+    }
+    // A rule that ignores q: keep the guess with probability p, else draw from p itself.
+    const int x = from_q(wrong_rng);
+    ++wrong[static_cast<size_t>(u01(wrong_rng) < p[static_cast<size_t>(x)] ? x : from_p(wrong_rng))];
+  }
+  EXPECT_LT(chi_square(lookup, p, n), limit);
+  EXPECT_LT(chi_square(draft, p, n), limit);
+  EXPECT_GT(chi_square(wrong, p, n), 10 * limit) << "the test cannot tell a wrong rule from the right one";
+}
+
+TEST(Speculation, GreedyKeepsTheGuessExactlyWhenItIsTheArgmax) {
+  const std::vector<float> logits = {0.1f, 3.0f, 0.2f};
+  GenerationParams gp;
+  gp.sampling.temperature = 0;
+  Generation a(gp, nullptr);
+  EXPECT_EQ(a.step(logits, {}, 8, Guess{1, {}})->token, 1);
+  EXPECT_TRUE(a.took_guess());
+  Generation b(gp, nullptr);
+  EXPECT_EQ(b.step(logits, {}, 8, Guess{2, {}})->token, 1);
+  EXPECT_FALSE(b.took_guess());
+}
+
+TEST(PromptLookup, TheLatestMatchOfTheLongestTail) {
+  const PromptLookup lookup(2, 4);
+  // "1 2 3 9 ... 1 2 3 4 ... 2 3": the tail "2 3" last occurred before "4 5".
+  const std::vector<int32_t> h = {1, 2, 3, 9, 9, 1, 2, 3, 4, 5, 6, 7, 2, 3};
+  EXPECT_EQ(lookup.propose(h, 3), (std::vector<int32_t>{4, 5, 6}));
+  EXPECT_EQ(lookup.propose(h, 10), (std::vector<int32_t>{4, 5, 6, 7, 2, 3}));
+  // A longer tail wins over a later shorter match: "9 1 2 3" vs "2 3".
+  const std::vector<int32_t> h2 = {9, 1, 2, 3, 8, 2, 3, 7, 9, 1, 2, 3};
+  EXPECT_EQ(lookup.propose(h2, 2), (std::vector<int32_t>{8, 2}));
+  EXPECT_TRUE(lookup.propose(std::vector<int32_t>{1, 2, 3, 4}, 4).empty());
+  EXPECT_TRUE(lookup.propose(h, 0).empty());
+}
+
+TEST(DraftLength, BacksOffWhenGuessesAreNotKeptAndComesBack) {
+  DraftLength d(8);
+  EXPECT_GE(d.next(), 1);
+  for (int i = 0; i < 20; ++i) d.record(8, 8);
+  EXPECT_EQ(d.next(), 8);
+  for (int i = 0; i < 30; ++i) d.record(4, 0);
+  int zeros = 0;
+  for (int i = 0; i < 16; ++i) zeros += d.next() == 0;
+  EXPECT_GE(zeros, 12) << "at a low rate most steps do not speculate";
+  for (int i = 0; i < 20; ++i) d.record(2, 2);
+  EXPECT_GE(d.next(), 6);
+}
+
+}  // namespace
+}  // namespace tally
