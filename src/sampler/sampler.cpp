@@ -21,6 +21,9 @@ void SamplerParams::validate() const {
   if (!(presence_penalty >= -2 && presence_penalty <= 2)) fail("presence_penalty must be in [-2, 2], got {}", presence_penalty);
   if (!(frequency_penalty >= -2 && frequency_penalty <= 2))
     fail("frequency_penalty must be in [-2, 2], got {}", frequency_penalty);
+  for (const auto& [id, bias] : logit_bias)
+    if (id < 0 || std::isnan(bias) || bias == std::numeric_limits<float>::infinity())
+      fail("logit bias {} for token {}: the id must be >= 0 and the bias a number or -infinity", bias, id);
 }
 
 int32_t argmax(std::span<const float> logits) {
@@ -53,6 +56,12 @@ Sampler::Sampler(const SamplerParams& p) : p_(p), rng_(p.seed) { p.validate(); }
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history, size_t generated) {
   if (logits.empty()) fail("sampler: empty logits");
   adjusted_.assign(logits.begin(), logits.end());
+  for (size_t i = 0; i < adjusted_.size(); ++i)
+    if (std::isnan(adjusted_[i]) || adjusted_[i] == std::numeric_limits<float>::infinity())
+      fail("the model's logits are not finite ({} for token {} of {}): its weights or activations overflowed",
+           adjusted_[i], i, adjusted_.size());
+  for (const auto& [id, bias] : p_.logit_bias)
+    if (static_cast<size_t>(id) < adjusted_.size()) adjusted_[static_cast<size_t>(id)] += bias;
   if ((p_.presence_penalty != 0 || p_.frequency_penalty != 0) && generated > 0) {
     std::unordered_map<int32_t, int> count;
     for (int32_t id : history.last(std::min(generated, history.size()))) ++count[id];
@@ -69,7 +78,10 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
       l = l > 0 ? l / p_.repeat_penalty : l * p_.repeat_penalty;
     }
   }
-  if (p_.temperature <= 0) return argmax(adjusted_);
+  if (const int32_t best = argmax(adjusted_); adjusted_[static_cast<size_t>(best)] == -std::numeric_limits<float>::infinity())
+    fail("no token can be sampled: every logit is -infinity (banned by a logit bias, or a model that overflowed)");
+  else if (p_.temperature <= 0)
+    return best;
 
   cand_.resize(adjusted_.size());
   for (size_t i = 0; i < adjusted_.size(); ++i) cand_[i] = {static_cast<int32_t>(i), adjusted_[i], 0};
