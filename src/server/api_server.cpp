@@ -182,7 +182,8 @@ void ApiServer::detokenize(const HttpRequest& req, HttpResponse& res) const {
 
 void ApiServer::embeddings(const HttpRequest& req, HttpResponse& res) {
   const json b = parse_body(req.body);
-  const auto inputs = parse_embedding_inputs(b, tok_);
+  const EmbeddingRequest er = parse_embedding_request(b, tok_, model_.config().n_embd);
+  const auto& inputs = er.inputs;
   json data = json::array();
   int64_t total = 0;
   std::lock_guard<std::mutex> lock(embed_mutex_);
@@ -195,7 +196,7 @@ void ApiServer::embeddings(const HttpRequest& req, HttpResponse& res) {
     for (float v : e.values) norm += static_cast<double>(v) * v;
     norm = std::sqrt(norm);
     for (float& v : e.values) v = norm > 0 ? static_cast<float>(v / norm) : 0.0f;
-    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", e.values}});
+    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", embedding_value(e.values, er)}});
     total += static_cast<int64_t>(inputs[i].size());
   }
   send_json(res, {{"object", "list"},
