@@ -21,6 +21,7 @@ const char* finish_reason(Finish f) {
     case Finish::MaxTokens:
     case Finish::ContextFull: return "length";
     case Finish::Cancelled: return "cancelled";
+    case Finish::Failed: return "error";
     case Finish::None: break;
   }
   return "";

@@ -10,6 +10,8 @@ from __future__ import annotations
 import base64
 import json
 import struct
+import subprocess
+import sys
 
 import openai
 import pytest
@@ -128,3 +130,26 @@ def test_a_field_the_endpoint_does_not_take_is_a_400(server, path, body):
         extra["response_format"] = {"type": "text"}
     status, j = post(server, path, {**body, **extra})
     assert status == 200, j
+
+
+def test_logits_that_are_not_finite_end_the_choice_not_the_server(start_server, tmp_path):
+    # Finite weights that overflow: every output-norm weight is FLT_MAX, so the logits come out NaN.
+    from conftest import ROOT, default_model
+    broken = tmp_path / "overflow.gguf"
+    subprocess.run([sys.executable, str(ROOT / "tests" / "cli" / "gguf_edit.py"), str(default_model()), str(broken),
+                    "poke", "output_norm.weight", "0", "ffff7f7f" * 576], check=True)
+    srv = start_server("-m", str(broken), "--parallel", "2", "-c", "1024")
+    for stream in (False, True):
+        status, _, raw = srv.post("/v1/completions", json.dumps({"prompt": "Hello", "max_tokens": 4,
+                                                                 "stream": stream}).encode())
+        assert status == 200, raw
+        if stream:
+            events = [json.loads(line[6:]) for line in raw.decode().split("\n\n") if line.startswith("data: {")]
+            finishes = [c["finish_reason"] for e in events for c in e["choices"] if c["finish_reason"]]
+        else:
+            finishes = [c["finish_reason"] for c in json.loads(raw)["choices"]]
+        assert finishes == ["error"], raw
+    srv.wait_for_log(r"choice 0: the model's logits are not finite", 10)
+    status, _, _ = srv.get("/health")
+    assert status == 200
+    assert srv.wait_idle(timeout=30)["tally_kv_blocks_used"] == 0
