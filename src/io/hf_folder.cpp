@@ -353,8 +353,10 @@ uint64_t vocab_rows(const JsonFields& cfg, const Weights& w) {
   const uint64_t vocab = need_count(cfg, "vocab_size");
   const GgufTensorInfo* e = find_tensor(w, "token_embd.weight");
   if (!e) fail("{}: the folder has no tensor model.embed_tokens.weight (the token embeddings)", cfg.source());
-  if (e->dims.size() != 2 || e->dims[1] != vocab)
-    fail("{}: 'vocab_size' is {}, but model.embed_tokens.weight has shape {}", cfg.source(), vocab, e->shape_string());
+  if (e->dims.size() != 2)
+    fail("{}: model.embed_tokens.weight has shape {}, not (vocab_size, hidden_size)", cfg.source(), e->shape_string());
+  if (e->dims[1] != vocab)
+    fail("{}: 'vocab_size' is {}, but model.embed_tokens.weight has {} rows", cfg.source(), vocab, e->dims[1]);
   return vocab;
 }
 

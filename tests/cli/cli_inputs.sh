@@ -71,7 +71,7 @@ for v in 2147483649 9223372036854775808 2147483648; do
   set_config vocab_size "$v"
   # Under 1 GiB of address space: the token list is never padded to that size.
   for cmd in inspect "kv-plan" "run -p hi -n 1"; do
-    expect_error "vocab_size $v ($cmd)" "config.json: 'vocab_size' is $v, but model.embed_tokens.weight has shape \\{256, 320\\}" \
+    expect_error "vocab_size $v ($cmd)" "config.json: 'vocab_size' is $v, but model.embed_tokens.weight has 320 rows" \
       timeout 20 bash -c 'ulimit -v 1048576; exec "$@"' _ "$tally" $cmd -m "$tmp/hf"
   done
 done

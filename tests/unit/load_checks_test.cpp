@@ -31,18 +31,7 @@ namespace {
 
 using test::expect_error;
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/tally-load-XXXXXX";
-    path_ = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using test::TempDir;
 
 // read_text_file in a thread of its own, given 10 s: its error, or "read: " and the text.
 std::string read_within_10s(const std::string& path, InputKind kind, uint64_t max_bytes = 1 << 20) {
