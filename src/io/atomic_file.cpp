@@ -12,21 +12,13 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "io/file_kind.h"
 
 namespace tally {
 
 namespace {
 
 constexpr int kMaxLinks = 40;  // as the kernel's ELOOP limit
-
-const char* kind_of(mode_t m) {
-  if (S_ISDIR(m)) return "a directory";
-  if (S_ISCHR(m)) return "a character device";
-  if (S_ISBLK(m)) return "a block device";
-  if (S_ISFIFO(m)) return "a FIFO";
-  if (S_ISSOCK(m)) return "a socket";
-  return "not a regular file";
-}
 
 std::string folder_of(const std::string& target) {
   const std::filesystem::path p(target);
@@ -58,7 +50,7 @@ std::string resolve_write_target(const std::string& path, std::string_view what)
     }
     if (S_ISREG(st.st_mode)) return p.string();
     if (!S_ISLNK(st.st_mode))
-      fail("{}: cannot write the {} there: it is {}, not a regular file", path, what, kind_of(st.st_mode));
+      fail("{}: cannot write the {} there: it is {}, not a regular file", path, what, file_kind(st.st_mode));
     if (hops == kMaxLinks)
       fail("{}: cannot write the {} there: more than {} symbolic links in a row", path, what, kMaxLinks);
     std::string link(static_cast<size_t>(st.st_size > 0 ? st.st_size : 4096), '\0');

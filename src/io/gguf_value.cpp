@@ -41,7 +41,6 @@ static bool is_signed(GgufType t) {
 }
 
 uint64_t GgufValue::as_u64(std::string_view key) const {
-  if (type == GgufType::BOOL) return u;
   if (!is_integer()) fail("metadata '{}' is a {}, expected an integer", key, gguf_type_name(type));
   if (is_signed(type)) {
     if (i < 0) fail("metadata '{}' is negative ({}), expected a count", key, i);

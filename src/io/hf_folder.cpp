@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr uint64_t kMaxJsonBytes = uint64_t{256} << 20;  // tokenizer.json of a 256k vocabulary is ~35 MB
+constexpr uint64_t kMaxTokenizerBytes = uint64_t{256} << 20;  // tokenizer.json of a 256k vocabulary is ~35 MB
 
 // ---- metadata values -------------------------------------------------------
 
@@ -45,11 +45,13 @@ GgufValue array_value(GgufType elem, std::vector<GgufValue> items) {
   return x;
 }
 
-// A file of the folder as text; nullopt when `required` is false and it is absent.
-std::optional<std::string> read_part(const fs::path& p, bool required) {
+// A file of the folder as text, at most `max_bytes`; nullopt when `required`
+// is false and there is no such name (a link to nothing is an error). Only
+// regular files: a FIFO among them would otherwise hold the load forever.
+std::optional<std::string> read_part(const fs::path& p, bool required, uint64_t max_bytes = kMaxConfigBytes) {
   std::error_code ec;
-  if (!required && !fs::exists(p, ec)) return std::nullopt;
-  return read_text_file(p.string(), "folder file", kMaxJsonBytes);
+  if (!required && !fs::exists(fs::symlink_status(p, ec))) return std::nullopt;
+  return read_text_file(p.string(), "file of a model folder", max_bytes, InputKind::File);
 }
 
 // A field the folder cannot do without.
@@ -128,8 +130,10 @@ void add_gemma3_hparams(const JsonFields& cfg, uint64_t n_layer, const std::func
   put("rope.freq_base_swa", f64_value(local));
 }
 
-// llama, qwen2, qwen3: silu, one RoPE base.
+// llama, qwen2, qwen3: silu, one RoPE base; biases where the architecture
+// has them (qwen2's q, k and v), nowhere else.
 void add_llama_hparams(const JsonFields& cfg, const std::string& arch, const std::function<void(const char*, GgufValue)>& put) {
+  if (arch != "qwen2") expect_field(cfg, "attention_bias", false, "attention biases are not supported in this architecture");
   if (const auto hd = cfg.count("head_dim")) put("attention.key_length", u64_value(*hd));
   // transformers 5 keeps the base in rope_parameters, earlier versions in rope_theta.
   double base = cfg.number("rope_theta").value_or(10000.0);
@@ -145,6 +149,7 @@ void add_hparams(const JsonFields& cfg, const std::string& arch, std::vector<std
   const std::function<void(const char*, GgufValue)> put = [&](const char* key, GgufValue v) {
     kv.emplace_back(arch + "." + key, std::move(v));
   };
+  expect_field(cfg, "mlp_bias", false, "MLP biases are not supported");
   const uint64_t heads = need_count(cfg, "num_attention_heads");
   const uint64_t n_layer = need_count(cfg, "num_hidden_layers");
   put("block_count", u64_value(n_layer));
@@ -154,7 +159,12 @@ void add_hparams(const JsonFields& cfg, const std::string& arch, std::vector<std
   put("attention.head_count", u64_value(heads));
   put("attention.head_count_kv", u64_value(cfg.count("num_key_value_heads").value_or(heads)));
   put("vocab_size", u64_value(need_count(cfg, "vocab_size")));
-  put("attention.layer_norm_rms_epsilon", f64_value(cfg.number("rms_norm_eps").value_or(1e-6)));
+  // No default: a missing epsilon is a config the converter would not take either.
+  put("attention.layer_norm_rms_epsilon", f64_value(cfg.required(cfg.number("rms_norm_eps"), "rms_norm_eps", "the model")));
+  if (const json* q = cfg.find("quantization_config"))
+    fail("{}: 'quantization_config' is {}: quantized checkpoints (GPTQ, AWQ, bitsandbytes, FP8) are not read; "
+         "convert the model to GGUF",
+         cfg.source(), describe_json(*q));
   // transformers 4 kept RoPE scaling in rope_scaling (5: rope_parameters' rope_type); it is not implemented.
   if (const json* rs = cfg.find("rope_scaling"))
     fail("{}: 'rope_scaling' is {}: only the default RoPE is supported", cfg.source(), describe_json(*rs));
@@ -260,32 +270,43 @@ struct Weights {
   std::vector<std::unique_ptr<uint8_t[]>> owned;
 };
 
-// The safetensors files of a folder: model.safetensors, or the files its index names.
-std::vector<fs::path> weight_files(const fs::path& dir) {
-  std::vector<fs::path> files;
+// The safetensors files of a folder: model.safetensors, or the files its
+// index names, each with the tensors the index puts in it (none to check for
+// model.safetensors alone).
+std::map<fs::path, std::set<std::string>> weight_files(const fs::path& dir) {
+  std::map<fs::path, std::set<std::string>> files;
   std::error_code ec;
   const fs::path index = dir / "model.safetensors.index.json";
   if (fs::exists(dir / "model.safetensors", ec)) {
-    files.push_back(dir / "model.safetensors");
+    files[dir / "model.safetensors"];
   } else if (fs::exists(index, ec)) {
     const json j = parse_json_input(*read_part(index, true), index.string());
     const JsonFields f(j, index.string());
     const json* map = f.find("weight_map");
     if (!map || !map->is_object()) fail("{}: 'weight_map' must be an object of tensor -> file", index.string());
-    std::set<std::string> names;
     for (const auto& [tensor, file] : map->items()) {
       if (!file.is_string()) fail("{}: weight_map['{}'] must be a file name", index.string(), excerpt(tensor, 80));
       const std::string& s = file.get_ref<const std::string&>();
       if (s.empty() || s.find('/') != std::string::npos || s == "." || s == "..")
         fail("{}: weight_map['{}'] = \"{}\" is not a file of this folder", index.string(), excerpt(tensor, 80),
              excerpt(s, 80));
-      names.insert(s);
+      files[dir / s].insert(tensor);
     }
-    for (const auto& s : names) files.push_back(dir / s);
   } else {
     fail("{}: no model.safetensors or model.safetensors.index.json", dir.string());
   }
   return files;
+}
+
+// Every tensor the index places in a file must be in it: a shard that lost
+// one would otherwise leave the model short of a weight the index promised.
+void check_index(const SafetensorsFile& st, const std::set<std::string>& listed) {
+  std::set<std::string_view> held;
+  for (const SafetensorsTensor& t : st.tensors()) held.insert(t.name);
+  for (const std::string& name : listed)
+    if (!held.count(name))
+      fail("{}: model.safetensors.index.json places tensor '{}' in this file, which does not hold it", st.path(),
+           excerpt(name, 80));
 }
 
 Weights translate_weights(std::vector<SafetensorsFile>& files, const std::string& arch, uint64_t n_head,
@@ -317,6 +338,40 @@ Weights translate_weights(std::vector<SafetensorsFile>& files, const std::string
     if (auto m = st.take_mapping()) w.maps.push_back(std::move(*m));
   }
   return w;
+}
+
+const GgufTensorInfo* find_tensor(const Weights& w, std::string_view name) {
+  for (const GgufTensorInfo& t : w.tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+// vocab_size must be the embedding's rows: the token list is sized by it, so
+// it is bounded by what the folder holds (vocab_size 2^63 would otherwise
+// pad a list that long before anything looked at the weights).
+uint64_t vocab_rows(const JsonFields& cfg, const Weights& w) {
+  const uint64_t vocab = need_count(cfg, "vocab_size");
+  const GgufTensorInfo* e = find_tensor(w, "token_embd.weight");
+  if (!e) fail("{}: the folder has no tensor model.embed_tokens.weight (the token embeddings)", cfg.source());
+  if (e->dims.size() != 2)
+    fail("{}: model.embed_tokens.weight has shape {}, not (vocab_size, hidden_size)", cfg.source(), e->shape_string());
+  if (e->dims[1] != vocab)
+    fail("{}: 'vocab_size' is {}, but model.embed_tokens.weight has {} rows", cfg.source(), vocab, e->dims[1]);
+  return vocab;
+}
+
+// tie_word_embeddings says whether the output layer is the embedding
+// (transformers' default: true for Gemma 3, false for the others); a folder
+// must agree with it, since transformers would ignore a stored lm_head when
+// tied, and make up a random one when untied and none is stored.
+void check_output(const JsonFields& cfg, const std::string& arch, const Weights& w) {
+  const bool tied = cfg.flag("tie_word_embeddings").value_or(arch == "gemma3");
+  const bool stored = find_tensor(w, "output.weight") != nullptr;
+  if (tied && stored)
+    fail("{}: 'tie_word_embeddings' is true, but the folder has an lm_head.weight that transformers would ignore",
+         cfg.source());
+  if (!tied && !stored)
+    fail("{}: 'tie_word_embeddings' is false, but the folder has no lm_head.weight", cfg.source());
 }
 
 // ---- tokenizer.json -> tokenizer.ggml.* -----------------------------------
@@ -455,6 +510,44 @@ bool post_processor_adds(const json& tokenizer, const std::string& token, bool a
   return false;
 }
 
+// The ids a TemplateProcessing post-processor adds (its special_tokens) must
+// be the ids its tokens have in the vocabulary: HF tokenizers adds those ids
+// as written, so an id the vocabulary gives another token (or none) would
+// make tally's and transformers' prompts differ.
+void check_post_processor(const json& tokenizer, const std::map<std::string, uint64_t, std::less<>>& ids,
+                          const std::string& source) {
+  const auto pp = tokenizer.find("post_processor");
+  if (pp == tokenizer.end() || !pp->is_object()) return;
+  std::vector<const json*> steps = {&*pp};
+  if (string_field(*pp, "type") == "Sequence" && pp->contains("processors") && (*pp)["processors"].is_array()) {
+    steps.clear();
+    for (const json& q : (*pp)["processors"]) steps.push_back(&q);
+  }
+  for (const json* q : steps) {
+    if (!q->is_object() || string_field(*q, "type") != "TemplateProcessing") continue;
+    const auto st = q->find("special_tokens");
+    if (st == q->end() || st->is_null()) continue;
+    if (!st->is_object()) fail("{}: post_processor.special_tokens must be an object, not {}", source, describe_json(*st));
+    for (const auto& [name, entry] : st->items()) {
+      const json* tokens = entry.is_object() && entry.contains("tokens") ? &entry["tokens"] : nullptr;
+      const json* list = entry.is_object() && entry.contains("ids") ? &entry["ids"] : nullptr;
+      if (!tokens || !list || !tokens->is_array() || !list->is_array() || tokens->size() != list->size())
+        fail("{}: post_processor.special_tokens['{}'] needs lists 'ids' and 'tokens' of one length", source,
+             excerpt(name, 40));
+      for (size_t i = 0; i < list->size(); ++i) {
+        const json& t = (*tokens)[i];
+        const auto it = t.is_string() ? ids.find(t.get_ref<const std::string&>()) : ids.end();
+        if (it == ids.end())
+          fail("{}: post_processor.special_tokens['{}'] adds {}, which is not a token of the vocabulary", source,
+               excerpt(name, 40), describe_json(t));
+        if (!(*list)[i].is_number_unsigned() || (*list)[i].get<uint64_t>() != it->second)
+          fail("{}: post_processor.special_tokens['{}'] gives '{}' the id {}, but the vocabulary gives it {}", source,
+               excerpt(name, 40), excerpt(t.get_ref<const std::string&>(), 40), describe_json((*list)[i]), it->second);
+      }
+    }
+  }
+}
+
 void add_tokenizer(const HfFolderParts& parts, uint64_t n_vocab, const JsonFields& cfg,
                    std::vector<std::pair<std::string, GgufValue>>& kv) {
   const std::string source = (fs::path(parts.dir) / "tokenizer.json").string();
@@ -512,6 +605,10 @@ void add_tokenizer(const HfFolderParts& parts, uint64_t n_vocab, const JsonField
     } else {
       fail("{}: model.merges holds {}, not a merge", source, describe_json(x));
     }
+    // GGUF writes a merge as "A B": a part holding a space ("a b c") has no such form.
+    if (merges.back().first.find(' ') != std::string::npos || merges.back().second.find(' ') != std::string::npos)
+      fail("{}: model.merges[{}] is {}: a merge is two tokens without spaces", source, merges.size() - 1,
+           describe_json(x));
   }
   if (spm) {
     // Below every merge for the tokens no merge makes (bytes, characters, specials).
@@ -556,8 +653,12 @@ void add_tokenizer(const HfFolderParts& parts, uint64_t n_vocab, const JsonField
   const auto bos = special("bos_token", "bos_token_id", "tokenizer.ggml.bos_token_id");
   const auto eos = special("eos_token", "eos_token_id", "tokenizer.ggml.eos_token_id");
   special("pad_token", "pad_token_id", "tokenizer.ggml.padding_token_id");
-  if (const auto it = ids.find(unk); !unk.empty() && it != ids.end())
+  if (!unk.empty()) {
+    const auto it = ids.find(unk);
+    if (it == ids.end()) fail("{}: model.unk_token \"{}\" is not a token of the vocabulary", source, excerpt(unk, 40));
     kv.emplace_back("tokenizer.ggml.unknown_token_id", u64_value(it->second));
+  }
+  check_post_processor(tj, ids, source);
   // add_bos_token in tokenizer_config.json, else what the post-processor adds.
   const bool add_bos = tc.flag("add_bos_token").value_or(bos && post_processor_adds(tj, *bos, false));
   const bool add_eos = tc.flag("add_eos_token").value_or(eos && post_processor_adds(tj, *eos, true));
@@ -600,7 +701,8 @@ std::unique_ptr<GgufFile> assemble_hf_model(HfFolderParts parts) {
   add_hparams(cfg, type, kv);
   const uint64_t heads = need_count(cfg, "num_attention_heads");
   Weights w = translate_weights(parts.weights, type, heads, cfg.count("num_key_value_heads").value_or(heads));
-  add_tokenizer(parts, need_count(cfg, "vocab_size"), cfg, kv);
+  check_output(cfg, type, w);
+  add_tokenizer(parts, vocab_rows(cfg, w), cfg, kv);
   return std::make_unique<GgufFile>(parts.dir, std::move(kv), std::move(w.tensors), std::move(w.maps),
                                     std::move(w.owned));
 }
@@ -613,8 +715,11 @@ std::unique_ptr<GgufFile> open_hf_folder(const std::string& dir_name) {
   HfFolderParts parts;
   parts.dir = dir_name;
   parts.config = *read_part(dir / "config.json", true);
-  for (const fs::path& f : weight_files(dir)) parts.weights.emplace_back(f.string());
-  parts.tokenizer = *read_part(dir / "tokenizer.json", true);
+  for (const auto& [file, listed] : weight_files(dir)) {
+    parts.weights.emplace_back(file.string());
+    check_index(parts.weights.back(), listed);
+  }
+  parts.tokenizer = *read_part(dir / "tokenizer.json", true, kMaxTokenizerBytes);
   parts.tokenizer_config = read_part(dir / "tokenizer_config.json", false);
   parts.chat_template = read_part(dir / "chat_template.jinja", false);
   return assemble_hf_model(std::move(parts));

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "io/file_kind.h"
 
 namespace tally {
 
@@ -26,8 +27,7 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    fail("{}: not a regular file ({}); a model is mapped from a file", path,
-         S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISCHR(st.st_mode) ? "a character device" : "not a file");
+    fail("{}: not a regular file ({}); a model is mapped from a file", path, file_kind(st.st_mode));
   }
   size_ = static_cast<uint64_t>(st.st_size);
   if (size_ > 0) {

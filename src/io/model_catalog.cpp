@@ -133,7 +133,7 @@ Catalog Catalog::parse(const std::string& json_text, const std::string& source) 
 const Catalog& Catalog::get() {
   static const Catalog c = [] {
     if (const char* p = std::getenv("TALLY_CATALOG"); p != nullptr && *p != '\0')
-      return parse(read_text_file(p, "catalog file", uint64_t{16} << 20), p);
+      return parse(read_text_file(p, "catalog file", kMaxConfigBytes), p);
     return parse(reinterpret_cast<const char*>(kCatalogJson), "models/catalog.json");
   }();
   return c;

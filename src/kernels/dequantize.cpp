@@ -1,6 +1,8 @@
 #include "kernels/dequantize.h"
 
+#include <algorithm>
 #include <cstring>
+#include <initializer_list>
 
 #include "core/error.h"
 #include "core/half.h"
@@ -228,6 +230,73 @@ void dequantize_row_q5_k(const uint8_t* src, float* dst, uint64_t n) {
 }
 void dequantize_row_q6_k(const uint8_t* src, float* dst, uint64_t n) {
   rows_of_blocks<dequantize_block_q6_k>(DType::Q6_K, src, dst, n);
+}
+
+namespace {
+
+// NaN and infinities are the bit patterns whose exponent is all ones.
+constexpr uint32_t kF32Exponent = 0x7f800000;
+constexpr uint16_t kF16Exponent = 0x7c00;
+constexpr uint16_t kBf16Exponent = 0x7f80;
+
+// The first of n elements of type U at `p` whose bits under `mask` are all
+// set, or -1. Chunks are tested without branches (the loop vectorizes), and
+// only a chunk that holds one is searched.
+template <class U>
+int64_t first_all_ones(const uint8_t* p, uint64_t n, U mask) {
+  constexpr uint64_t kChunk = 2048;
+  auto at = [p](uint64_t i) {
+    U x;
+    std::memcpy(&x, p + i * sizeof(U), sizeof(U));
+    return x;
+  };
+  for (uint64_t c = 0; c < n; c += kChunk) {
+    const uint64_t e = std::min(n, c + kChunk);
+    U hit = 0;
+    for (uint64_t i = c; i < e; ++i) hit |= static_cast<U>((at(i) & mask) == mask);
+    if (hit)
+      for (uint64_t i = c; i < e; ++i)
+        if ((at(i) & mask) == mask) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+// Blocks whose values are finite exactly when their f16 scales at `offsets`
+// are: the first value of the first block with a scale that is not, or -1.
+int64_t first_bad_block(DType t, const uint8_t* src, uint64_t n, std::initializer_list<uint32_t> offsets) {
+  check_blocks(t, n);
+  const auto& tr = traits(t);
+  const uint64_t nb = n / tr.block_size;
+  for (uint64_t b = 0; b < nb; ++b) {
+    uint16_t hit = 0;
+    for (const uint32_t off : offsets) {
+      uint16_t h;
+      std::memcpy(&h, src + b * tr.type_size + off, 2);
+      hit |= static_cast<uint16_t>((h & kF16Exponent) == kF16Exponent);
+    }
+    if (hit) return static_cast<int64_t>(b * tr.block_size);
+  }
+  return -1;
+}
+
+}  // namespace
+
+int64_t first_non_finite(DType type, const uint8_t* src, uint64_t n) {
+  switch (type) {
+    case DType::F32: return first_all_ones<uint32_t>(src, n, kF32Exponent);
+    case DType::F16: return first_all_ones<uint16_t>(src, n, kF16Exponent);
+    case DType::BF16: return first_all_ones<uint16_t>(src, n, kBf16Exponent);
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q5_0: return first_bad_block(type, src, n, {0});  // d first
+    case DType::Q4_1:
+    case DType::Q5_1:
+    case DType::Q4_K:
+    case DType::Q5_K: return first_bad_block(type, src, n, {0, 2});  // d, then m or dmin
+    case DType::Q6_K: return first_bad_block(type, src, n, {208});   // d last
+    default: break;
+  }
+  fail("dequantize: tensor type {} (id {}) is not supported", dtype_name(type), static_cast<uint32_t>(type));
 }
 
 void dequantize_row(DType type, const uint8_t* src, float* dst, uint64_t n) {

@@ -15,6 +15,14 @@ namespace tally {
 // tally cannot dequantize it, or if n is not a multiple of its block size.
 void dequantize_row(DType type, const uint8_t* src, float* dst, uint64_t n);
 
+// The index of the first of the n values at `src` that would dequantize to
+// NaN or an infinity, or -1 when every one is finite. Float types: each value
+// is tested. Block types: only the f16 scales (d; m or dmin) are read, 2 to 4
+// bytes a block, since a finite scale times a block's small integers is
+// finite; a block with a bad scale is reported by its first value. Throws
+// like dequantize_row for a type it does not know.
+int64_t first_non_finite(DType type, const uint8_t* src, uint64_t n);
+
 // One function per supported type; same contract as dequantize_row.
 void dequantize_row_f32(const uint8_t* src, float* dst, uint64_t n);
 void dequantize_row_f16(const uint8_t* src, float* dst, uint64_t n);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/byte_size.h"
 #include "core/error.h"
@@ -17,15 +18,26 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
   return std::make_unique<Model>(open_model_file(path));
 }
 
-WeightMatrix Model::matrix(const std::string& name, int64_t rows, int64_t cols) {
+const GgufTensorInfo& Model::bind(const std::string& name) {
   const GgufTensorInfo* t = file_->find_tensor(name);
   if (!t) fail("{}: missing tensor '{}'", file_->path(), name);
+  bound_.insert(t);
+  return *t;
+}
+
+WeightMatrix Model::matrix(const std::string& name, int64_t rows, int64_t cols) {
+  const GgufTensorInfo* t = &bind(name);
   if (t->dims.size() != 2 || static_cast<int64_t>(t->dims[0]) != cols || static_cast<int64_t>(t->dims[1]) != rows)
     fail("{}: tensor '{}' has shape {}, expected {{{}, {}}}", file_->path(), name, t->shape_string(), cols, rows);
   if (cols % 32 != 0) fail("{}: tensor '{}' rows of {} values are not a multiple of 32", file_->path(), name, cols);
   if (!matmul_supported(t->type))
     fail("{}: tensor '{}' has type {} (id {}), which tally cannot multiply", file_->path(), name,
          dtype_name(t->type), static_cast<uint32_t>(t->type));
+  // Before anything reads it: a NaN or infinite weight (or block scale) would
+  // turn every logit it reaches into NaN, and the text into nonsense.
+  if (const int64_t bad = first_non_finite(t->type, t->data, static_cast<uint64_t>(rows * cols)); bad >= 0)
+    fail("{}: tensor '{}' holds a value that is not finite (NaN or infinite) in row {}, column {}{}", file_->path(),
+         name, bad / cols, bad % cols, traits(t->type).block_size > 1 ? " (a block scale)" : "");
   LineBytes storage;
   const WeightMatrix w = make_weight_matrix(t->type, rows, cols, t->data, storage);
   if (storage) {  // repacked: the mapped source pages are no longer needed
@@ -35,9 +47,8 @@ WeightMatrix Model::matrix(const std::string& name, int64_t rows, int64_t cols) 
   return w;
 }
 
-std::vector<float> Model::vector(const std::string& name, int64_t n) const {
-  const GgufTensorInfo* t = file_->find_tensor(name);
-  if (!t) fail("{}: missing tensor '{}'", file_->path(), name);
+std::vector<float> Model::vector(const std::string& name, int64_t n) {
+  const GgufTensorInfo* t = &bind(name);
   if (t->dims.size() != 1 || static_cast<int64_t>(t->dims[0]) != n)
     fail("{}: tensor '{}' has shape {}, expected {{{}}}", file_->path(), name, t->shape_string(), n);
   std::vector<float> v(n);
@@ -46,6 +57,9 @@ std::vector<float> Model::vector(const std::string& name, int64_t n) const {
   } catch (const Error& e) {
     fail("{}: tensor '{}': {}", file_->path(), name, e.what());
   }
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(v[static_cast<size_t>(i)]))
+      fail("{}: tensor '{}' holds a value that is not finite (NaN or infinite) at index {}", file_->path(), name, i);
   return v;
 }
 
@@ -129,6 +143,12 @@ Model::Model(std::unique_ptr<GgufFile> file) : file_(std::move(file)), cfg_(Mode
       L.post_ffw_norm = vector(n("post_ffw_norm"), c.n_embd);
     }
   }
+  // A tensor the forward pass does not read (a bias the architecture has no
+  // place for, another model's weights) would be ignored: refused instead.
+  for (const GgufTensorInfo& t : file_->tensors())
+    if (!bound_.count(&t))
+      fail("{}: tensor '{}' is not one a {} model uses; it would be ignored", file_->path(), t.name, c.arch->name);
+  bound_.clear();
 }
 
 uint64_t Model::weight_bytes() const { return file_->total_tensor_bytes(); }

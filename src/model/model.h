@@ -4,9 +4,13 @@
 // inside the mapping, or, for the formats the SIMD kernels read in the split
 // layout, regrouped into a copy of the same size whose source pages are then
 // released. Only the small norm vectors are copied out as f32.
+// Load refuses a file with a tensor the architecture does not use and a
+// weight that is not finite (every float, every block scale: a pass over
+// the scales, not a dequantization), naming the tensor.
 // Immutable after load; safe to share between threads.
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "io/gguf.h"
@@ -53,8 +57,10 @@ class Model {
   void embed(int32_t token, float* out) const;
 
  private:
+  // The tensor `name`, counted as used (every tensor of the file must be).
+  const GgufTensorInfo& bind(const std::string& name);
   WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols);
-  std::vector<float> vector(const std::string& name, int64_t n) const;
+  std::vector<float> vector(const std::string& name, int64_t n);
 
   std::unique_ptr<GgufFile> file_;
   ModelConfig cfg_;
@@ -63,6 +69,7 @@ class Model {
   std::vector<float> output_norm_;
   std::vector<LayerWeights> layers_;
   std::vector<LineBytes> repacked_;  // storage of split-layout matrices
+  std::unordered_set<const GgufTensorInfo*> bound_;  // while loading: the tensors bound so far
   uint64_t fingerprint_ = 0;
 };
 

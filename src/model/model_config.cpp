@@ -23,7 +23,11 @@ class HParams {
   }
   // A positive finite number that a float can hold (the forward pass computes in float).
   float positive_float(const char* k, double fallback) const {
-    const double v = f_.get_f64(key(k), fallback);
+    return has(k) ? positive_float(k) : static_cast<float>(fallback);
+  }
+  float positive_float(const char* k) const {
+    if (!has(k)) fail("{}: missing metadata '{}'", f_.path(), key(k));
+    const double v = f_.get_f64(key(k), 0);
     if (!std::isfinite(v) || v <= 0 || v > FLT_MAX || static_cast<float>(v) == 0.0f)
       fail("{}: metadata '{}' = {} must be a positive finite number", f_.path(), key(k), v);
     return static_cast<float>(v);
@@ -99,10 +103,13 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
     fail("{}: {} = {} must be even and at most head_dim {}", f.path(), h.key("rope.dimension_count"), c.rope_dims,
          c.head_dim);
   c.rope_base = h.positive_float("rope.freq_base", 10000.0);
-  c.rms_eps = h.positive_float("attention.layer_norm_rms_epsilon", 1e-5);
+  // Required, as llama.cpp requires it: a default would run a model that
+  // may have been trained with another epsilon.
+  c.rms_eps = h.positive_float("attention.layer_norm_rms_epsilon");
   c.window = a.window;
   if (c.window > 0) c.rope_base_swa = h.positive_float("rope.freq_base_swa", c.arch->rope_base_swa);
-  uint64_t vocab = f.get_u64(h.key("vocab_size"), 0);
+  // An explicit vocab_size is checked as given (0 is not "absent").
+  uint64_t vocab = h.has("vocab_size") ? static_cast<uint64_t>(h.size("vocab_size")) : 0;
   if (vocab == 0 && f.has("tokenizer.ggml.tokens")) vocab = f.get_array("tokenizer.ggml.tokens").size();
   if (vocab == 0) {
     if (const auto* t = f.find_tensor("token_embd.weight"); t && t->dims.size() == 2) vocab = t->dim(1);

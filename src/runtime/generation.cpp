@@ -1,5 +1,7 @@
 #include "runtime/generation.h"
 
+#include <limits>
+
 #include "core/error.h"
 
 namespace tally {
@@ -19,12 +21,26 @@ const char* finish_reason(Finish f) {
     case Finish::MaxTokens:
     case Finish::ContextFull: return "length";
     case Finish::Cancelled: return "cancelled";
+    case Finish::Failed: return "error";
     case Finish::None: break;
   }
   return "";
 }
 
-Generation::Generation(const GenerationParams& p, const Tokenizer* tok) : p_(p), sampler_(p.sampling) {
+namespace {
+
+// The sampling parameters with the vocabulary's unused tokens banned: no
+// text stands for them (padding rows of the embedding).
+SamplerParams without_unused(SamplerParams s, const Tokenizer* tok) {
+  if (tok != nullptr)
+    for (int32_t id : tok->unused_ids()) s.logit_bias.emplace_back(id, -std::numeric_limits<float>::infinity());
+  return s;
+}
+
+}  // namespace
+
+Generation::Generation(const GenerationParams& p, const Tokenizer* tok)
+    : p_(p), sampler_(without_unused(p.sampling, tok)) {
   p_.validate();
   if (tok != nullptr) decoder_.emplace(*tok);
   if (!p_.stop.empty() && tok == nullptr) fail("stop strings need a tokenizer to decode the text");

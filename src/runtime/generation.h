@@ -42,8 +42,12 @@ struct GenerationParams {
   void validate() const;  // throws tally::Error naming the bad field
 };
 
-enum class Finish { None, EndToken, StopString, MaxTokens, ContextFull, Cancelled };
-// "stop", "length", "cancelled" as OpenAI names them (a full context is "length").
+// Failed: the step could not pick a token (the sampler refused the logits:
+// not finite, or every token banned); the caller that catches that ends the
+// sequence so.
+enum class Finish { None, EndToken, StopString, MaxTokens, ContextFull, Cancelled, Failed };
+// "stop", "length", "cancelled" as OpenAI names them (a full context is
+// "length"), and "error" for Failed.
 const char* finish_reason(Finish f);
 
 // A draft's guess for one position (speculative decoding): the token, and the

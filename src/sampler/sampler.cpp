@@ -21,6 +21,9 @@ void SamplerParams::validate() const {
   if (!(presence_penalty >= -2 && presence_penalty <= 2)) fail("presence_penalty must be in [-2, 2], got {}", presence_penalty);
   if (!(frequency_penalty >= -2 && frequency_penalty <= 2))
     fail("frequency_penalty must be in [-2, 2], got {}", frequency_penalty);
+  for (const auto& [id, bias] : logit_bias)
+    if (id < 0 || std::isnan(bias) || bias == std::numeric_limits<float>::infinity())
+      fail("logit bias {} for token {}: the id must be >= 0 and the bias a number or -infinity", bias, id);
 }
 
 int32_t argmax(std::span<const float> logits) {
@@ -58,6 +61,12 @@ std::span<const Sampler::Candidate> Sampler::distribution(std::span<const float>
                                                           std::span<const int32_t> history, size_t generated) {
   if (logits.empty()) fail("sampler: empty logits");
   adjusted_.assign(logits.begin(), logits.end());
+  for (size_t i = 0; i < adjusted_.size(); ++i)
+    if (std::isnan(adjusted_[i]) || adjusted_[i] == std::numeric_limits<float>::infinity())
+      fail("the model's logits are not finite ({} for token {} of {}): its weights or activations overflowed",
+           adjusted_[i], i, adjusted_.size());
+  for (const auto& [id, bias] : p_.logit_bias)
+    if (static_cast<size_t>(id) < adjusted_.size()) adjusted_[static_cast<size_t>(id)] += bias;
   if ((p_.presence_penalty != 0 || p_.frequency_penalty != 0) && generated > 0) {
     std::unordered_map<int32_t, int> count;
     for (int32_t id : history.last(std::min(generated, history.size()))) ++count[id];
@@ -74,8 +83,10 @@ std::span<const Sampler::Candidate> Sampler::distribution(std::span<const float>
       l = l > 0 ? l / p_.repeat_penalty : l * p_.repeat_penalty;
     }
   }
+  const int32_t best = argmax(adjusted_);
+  if (adjusted_[static_cast<size_t>(best)] == -std::numeric_limits<float>::infinity())
+    fail("no token can be sampled: every logit is -infinity (banned by a logit bias, or a model that overflowed)");
   if (p_.temperature <= 0) {
-    const int32_t best = argmax(adjusted_);
     cand_.assign(1, Candidate{best, adjusted_[static_cast<size_t>(best)], 1.0f});
     return cand_;
   }

@@ -1,8 +1,10 @@
 #pragma once
-// Picks the next token from logits: repetition, presence and frequency
-// penalties, then greedy (temp 0)
+// Picks the next token from logits: the logit biases, repetition, presence
+// and frequency penalties, then greedy (temp 0)
 // or temperature + top-k + top-p + min-p and a seeded draw. Same seed, same
-// logits, same history -> same token. Owns its scratch; not thread-safe.
+// logits, same history -> same token. Logits that hold NaN, or leave no
+// token with a finite logit, are an error: a token picked from them would be
+// an arbitrary one. Owns its scratch; not thread-safe.
 #include <cstdint>
 #include <span>
 #include <utility>
@@ -23,6 +25,10 @@ struct SamplerParams {
   float presence_penalty = 0.0f;   // 0: off; [-2, 2]
   float frequency_penalty = 0.0f;  // 0: off; [-2, 2]
   uint64_t seed = 0;
+  // Added to a token's logit before anything else (OpenAI's logit_bias);
+  // -infinity bans the token. An id past the logits has no logit to bias
+  // (callers check ids against their vocabulary).
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
   void validate() const;  // throws tally::Error naming the bad parameter
 };

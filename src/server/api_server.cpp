@@ -181,7 +181,8 @@ void ApiServer::detokenize(const HttpRequest& req, HttpResponse& res) const {
 
 void ApiServer::embeddings(const HttpRequest& req, HttpResponse& res) const {
   const json b = parse_body(req.body);
-  auto inputs = parse_embedding_inputs(b, tok_);
+  EmbeddingRequest er = parse_embedding_request(b, tok_, model_.config().n_embd);
+  auto& inputs = er.inputs;
   int64_t total = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (static_cast<int64_t>(inputs[i].size()) > model_.config().n_ctx_train)
@@ -198,7 +199,7 @@ void ApiServer::embeddings(const HttpRequest& req, HttpResponse& res) const {
     for (float x : v) norm += static_cast<double>(x) * x;
     norm = std::sqrt(norm);
     for (float& x : v) x = norm > 0 ? static_cast<float>(x / norm) : 0.0f;
-    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", v}});
+    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", embedding_value(v, er)}});
   }
   send_json(res, {{"object", "list"},
                   {"data", data},

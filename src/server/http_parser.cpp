@@ -26,12 +26,17 @@ struct RequestReader::Beast {
 };
 
 RequestReader::RequestReader(const HttpLimits& limits, std::string carried)
-    : limits_(limits), beast_(std::make_unique<Beast>()), buffer_(std::move(carried)) {
+    : limits_(limits), buffer_(std::move(carried)) {
+  new_parser();
+  started_ = !buffer_.empty();
+  if (!buffer_.empty()) parse();
+}
+
+void RequestReader::new_parser() {
+  beast_ = std::make_unique<Beast>();
   beast_->parser.header_limit(limits_.max_header_bytes);
   beast_->parser.body_limit(limits_.max_body_bytes);
   beast_->parser.eager(false);  // stop after the head: the caller answers before the body
-  started_ = !buffer_.empty();
-  if (!buffer_.empty()) parse();
 }
 
 RequestReader::~RequestReader() = default;
@@ -73,15 +78,23 @@ bool RequestReader::expects_body() const {
 }
 
 RequestReader::State RequestReader::parse() {
+  const bool in_body = beast_->parser.is_header_done();
+  // Until the head is whole, a fresh parser reads all of it again with each
+  // piece: a parser that has seen part of a head waits for the head's end
+  // before it checks the rest again, so what it refuses, and with which
+  // status, would depend on how the bytes were cut (a bad request line was
+  // 400 read at once, 431 read a byte at a time). The head is at most
+  // max_header_bytes, so this costs at most that much a piece.
+  if (!in_body) new_parser();
   auto& p = beast_->parser;
-  const bool in_body = p.is_header_done();
   while (true) {
     boost::beast::error_code ec;
     const size_t used = p.put(boost::asio::buffer(buffer_.data(), buffer_.size()), ec);
+    if (ec == bhttp::error::need_more && !p.is_header_done()) break;  // the head stays whole for the next piece
     buffer_.erase(0, used);
     if (ec == bhttp::error::need_more) {
       // Beast bounds the head; a chunk header line is bounded here.
-      if (p.is_header_done() && buffer_.size() > kMaxChunkLine)
+      if (buffer_.size() > kMaxChunkLine)
         return fail(400, fmt::format("a chunk header of the request body is longer than {} bytes", kMaxChunkLine));
       break;
     }

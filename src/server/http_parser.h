@@ -15,6 +15,9 @@
 //        decimal number, two Content-Length fields, Transfer-Encoding other
 //        than "chunked" or beside a Content-Length, a malformed chunk, a
 //        target that is not a path
+// What is read, and what is refused with which status, does not depend on
+// how the bytes are cut into pieces (an error may only show once more of
+// them are in).
 // Invariant: state() moves Reading (the head) -> HaveHead -> Reading (the
 // body) -> Done, or to Error from any of those, and stays at Done or Error.
 #include <cstdint>
@@ -63,13 +66,14 @@ class RequestReader {
 
  private:
   struct Beast;
+  void new_parser();  // beast_ = a parser with the limits, before any byte
   State parse();
   State fail(int status, std::string why);
   void take_head();
 
   HttpLimits limits_;
   std::unique_ptr<Beast> beast_;
-  std::string buffer_;  // received and not yet consumed by the parser
+  std::string buffer_;  // received and not yet consumed by the parser (all of the head until it is whole)
   State state_ = State::Reading;
   bool started_ = false;
   HttpRequest req_;

@@ -1,5 +1,13 @@
 #include "server/requests.h"
 
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+
+#include "core/byte_size.h"
+#include "core/printable.h"
 #include "server/api_error.h"
 
 namespace tally::server {
@@ -9,6 +17,41 @@ using nlohmann::json;
 namespace {
 
 constexpr int kMaxDepth = 64;
+
+// The fields each endpoint takes. Any other (non-null) field is a 400, as
+// OpenAI answers it: a field tally would not honor (tools, response_format,
+// suffix) is never dropped without a word. "user" only labels the caller.
+constexpr std::array kSamplingFields = {"model",         "max_tokens",       "max_completion_tokens", "temperature",
+                                        "top_p",         "top_k",            "min_p",                 "n",
+                                        "seed",          "stop",             "presence_penalty",      "frequency_penalty",
+                                        "stream",        "stream_options",   "logit_bias",            "logprobs",
+                                        "user"};
+constexpr std::array kChatFields = {"messages", "top_logprobs"};
+constexpr std::array kCompletionFields = {"prompt"};
+constexpr std::array kEmbeddingFields = {"model", "input", "encoding_format", "dimensions", "user"};
+
+// Why a known OpenAI field is not taken, where a reason says more than "unknown".
+const char* unsupported_reason(std::string_view k) {
+  if (k == "tools" || k == "tool_choice" || k == "functions" || k == "function_call" || k == "parallel_tool_calls")
+    return "tool calls are not supported";
+  if (k == "response_format") return "structured output (JSON mode, a schema) is not supported";
+  if (k == "suffix" || k == "echo" || k == "best_of") return "it is not supported";
+  if (k == "modalities" || k == "audio") return "only text is supported";
+  return nullptr;
+}
+
+template <class... Lists>
+void refuse_unknown_fields(const json& b, const Lists&... lists) {
+  for (const auto& [k, v] : b.items()) {
+    if (v.is_null()) continue;
+    const bool known = (... || (std::find(lists.begin(), lists.end(), std::string_view(k)) != lists.end()));
+    if (known) continue;
+    if (k == "response_format" && v.is_object() && v.size() == 1 && v.value("type", json()) == "text") continue;  // the default
+    const std::string name = excerpt(k, 64);
+    if (const char* why = unsupported_reason(k)) bad_request(name, "'{}': {}", name, why);
+    bad_request(name, "'{}' is not a field of this request", name);
+  }
+}
 
 const json* field(const json& body, const char* name) {
   const auto it = body.find(name);
@@ -37,6 +80,27 @@ bool boolean(const json& body, const char* name) {
   const json* v = field(body, name);
   if (!v->is_boolean()) bad_request(name, "'{}' must be true or false, not {}", name, json_type(*v));
   return v->get<bool>();
+}
+
+// OpenAI's logit_bias: {"token id": bias}, each bias from -100 to 100,
+// added to the token's logit.
+void logit_bias(const json& b, int32_t n_vocab, GenerationRequest& r) {
+  const json* lb = field(b, "logit_bias");
+  if (!lb) return;
+  if (!lb->is_object())
+    bad_request("logit_bias", "'logit_bias' must be an object of token id -> bias, not {}", json_type(*lb));
+  for (const auto& [key, v] : lb->items()) {
+    const auto id = parse_whole(key);
+    if (!id || *id >= static_cast<uint64_t>(n_vocab))
+      bad_request("logit_bias", "'logit_bias' keys must be token ids from 0 to {}, not \"{}\"", n_vocab - 1,
+                  excerpt(key, 32));
+    if (!v.is_number())
+      bad_request("logit_bias", "'logit_bias' values must be numbers, not {} (token {})", json_type(v), *id);
+    const double bias = v.get<double>();
+    if (!(bias >= -100 && bias <= 100))
+      bad_request("logit_bias", "'logit_bias' values must be between -100 and 100, got {} (token {})", bias, *id);
+    r.sampling.logit_bias.emplace_back(static_cast<int32_t>(*id), static_cast<float>(bias));
+  }
 }
 
 // What chat and completions share: sampling, limits, stop strings, streaming.
@@ -144,6 +208,7 @@ json parse_body(std::string_view body) {
 }
 
 GenerationRequest parse_chat_request(const json& b, const Tokenizer& tok, const ChatTemplate& tmpl) {
+  refuse_unknown_fields(b, kSamplingFields, kChatFields);
   GenerationRequest r;
   r.chat = true;
   const json* m = field(b, "messages");
@@ -166,6 +231,7 @@ GenerationRequest parse_chat_request(const json& b, const Tokenizer& tok, const 
     msgs.push_back({rs, message_text(*content, i)});
   }
   common_fields(b, r);
+  logit_bias(b, tok.n_vocab(), r);
   if (field(b, "logprobs")) r.logprobs = boolean(b, "logprobs");
   if (field(b, "top_logprobs")) {
     r.top_logprobs = static_cast<int>(integer(b, "top_logprobs", 0, 20));
@@ -178,6 +244,7 @@ GenerationRequest parse_chat_request(const json& b, const Tokenizer& tok, const 
 }
 
 GenerationRequest parse_completion_request(const json& b, const Tokenizer& tok) {
+  refuse_unknown_fields(b, kSamplingFields, kCompletionFields);
   GenerationRequest r;
   r.chat = false;
   const json* p = field(b, "prompt");
@@ -197,6 +264,7 @@ GenerationRequest parse_completion_request(const json& b, const Tokenizer& tok) 
   }
   if (r.prompt.empty()) bad_request("prompt", "'prompt' has no tokens");
   common_fields(b, r);
+  logit_bias(b, tok.n_vocab(), r);
   if (field(b, "logprobs")) {  // the completions API: the number of alternatives
     r.top_logprobs = static_cast<int>(integer(b, "logprobs", 0, 5));
     r.logprobs = true;
@@ -204,7 +272,23 @@ GenerationRequest parse_completion_request(const json& b, const Tokenizer& tok) 
   return r;
 }
 
-std::vector<std::vector<int32_t>> parse_embedding_inputs(const json& b, const Tokenizer& tok) {
+EmbeddingRequest parse_embedding_request(const json& b, const Tokenizer& tok, int64_t n_embd) {
+  refuse_unknown_fields(b, kEmbeddingFields);
+  if (field(b, "model") && !field(b, "model")->is_string())
+    bad_request("model", "'model' must be a string, not {}", json_type(*field(b, "model")));
+  EmbeddingRequest r;
+  if (const json* f = field(b, "encoding_format")) {
+    if (*f == "base64")
+      r.base64 = true;
+    else if (*f != "float")
+      bad_request("encoding_format", "'encoding_format' must be \"float\" or \"base64\", not {}",
+                  f->is_string() ? "\"" + excerpt(f->get_ref<const std::string&>(), 32) + "\"" : json_type(*f));
+  }
+  // A mean-pooled embedding cannot be shortened the way OpenAI's
+  // Matryoshka-trained models can: only the model's own size is served.
+  if (field(b, "dimensions") && integer(b, "dimensions", 1, INT64_MAX) != n_embd)
+    bad_request("dimensions", "'dimensions' must be this model's embedding size, {}: its embeddings cannot be shortened",
+                n_embd);
   const json* in = field(b, "input");
   if (!in) bad_request("input", "'input' is required");
   std::vector<std::string> texts;
@@ -220,11 +304,22 @@ std::vector<std::vector<int32_t>> parse_embedding_inputs(const json& b, const To
   } else {
     bad_request("input", "'input' must be a string or a list of strings, not {}", json_type(*in));
   }
-  std::vector<std::vector<int32_t>> out;
   for (size_t i = 0; i < texts.size(); ++i) {
-    out.push_back(tok.encode(texts[i], /*add_special=*/true, /*parse_special=*/false));
-    if (out.back().empty()) bad_request("input", "input {} has no tokens", i);
+    r.inputs.push_back(tok.encode(texts[i], /*add_special=*/true, /*parse_special=*/false));
+    if (r.inputs.back().empty()) bad_request("input", "input {} has no tokens", i);
   }
+  return r;
+}
+
+json embedding_value(std::span<const float> v, const EmbeddingRequest& r) {
+  if (!r.base64) return json(std::vector<float>(v.begin(), v.end()));
+  // OpenAI's base64: the little-endian float32 bytes (x86-64 stores them so).
+  static_assert(std::endian::native == std::endian::little);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(v.data());
+  const size_t n = v.size() * sizeof(float);
+  std::string out(4 * ((n + 2) / 3) + 1, '\0');
+  const int len = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), bytes, static_cast<int>(n));
+  out.resize(static_cast<size_t>(len));
   return out;
 }
 

@@ -1,11 +1,13 @@
 #pragma once
 // The OpenAI request bodies the server takes, parsed and checked: every
-// field with a wrong type or an out-of-range value is refused with a 400
-// naming it (ApiError), before anything is queued. Untrusted input: JSON is
+// field with a wrong type or an out-of-range value, and every field the
+// endpoint does not take, is refused with a 400 naming it (ApiError), before
+// anything is queued. Untrusted input: JSON is
 // parsed with a nesting limit, and error messages quote a value's type,
 // never the value.
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,8 +41,16 @@ nlohmann::json parse_body(std::string_view body);
 GenerationRequest parse_chat_request(const nlohmann::json& body, const Tokenizer& tok, const ChatTemplate& tmpl);
 // POST /v1/completions: prompt as a string or a list of token ids.
 GenerationRequest parse_completion_request(const nlohmann::json& body, const Tokenizer& tok);
-// POST /v1/embeddings: input as a string or a list of strings, each tokenized.
-std::vector<std::vector<int32_t>> parse_embedding_inputs(const nlohmann::json& body, const Tokenizer& tok);
+// POST /v1/embeddings: input as a string or a list of strings, each
+// tokenized; encoding_format "float" or "base64"; dimensions only as the
+// model's own size (n_embd).
+struct EmbeddingRequest {
+  std::vector<std::vector<int32_t>> inputs;
+  bool base64 = false;  // each vector as the base64 of its little-endian float32 bytes
+};
+EmbeddingRequest parse_embedding_request(const nlohmann::json& body, const Tokenizer& tok, int64_t n_embd);
+// One embedding in the request's encoding: a list of numbers, or a base64 string.
+nlohmann::json embedding_value(std::span<const float> v, const EmbeddingRequest& r);
 
 // "a string", "an array", ... for error messages.
 std::string json_type(const nlohmann::json& v);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 
 #include "core/error.h"
@@ -250,7 +251,16 @@ void Scheduler::advance(Running& r) {
     if (c.done || !engine_.ready(c.id)) continue;
     const bool sliding = limits_.sinks >= 0;
     const int64_t room = sliding ? std::numeric_limits<int64_t>::max() : engine_.room(c.id);
-    const auto em = c.gen.step(engine_.logits(c.id), engine_.tokens(c.id), room);
+    std::optional<Emission> em;
+    try {
+      em = c.gen.step(engine_.logits(c.id), engine_.tokens(c.id), room);
+    } catch (const Error& e) {
+      // No token could be picked (the model's logits are not finite): this
+      // choice ends with finish_reason "error"; the server goes on.
+      fmt::print(stderr, "tally serve: {} choice {}: {}\n", r.job->id(), &c - r.choices.data(), e.what());
+      finish_choice(r, c, Finish::Failed);
+      continue;
+    }
     if (em) {
       const auto now = Job::Clock::now();
       if (c.gen.generated() > 1) metrics_.inter_token(std::chrono::duration<double>(now - c.last_token).count());

@@ -184,7 +184,7 @@ ModelShape shape_from_hf_config_text(const std::string& text, const std::string&
 
 ModelShape shape_from_hf_config(const std::string& path, bool want_weights) {
   // Real configs are a few KiB; the limit only stops endless input.
-  return shape_from_hf_config_text(read_text_file(path, "config file", uint64_t{16} << 20), path, want_weights);
+  return shape_from_hf_config_text(read_text_file(path, "config file", kMaxConfigBytes), path, want_weights);
 }
 
 }  // namespace tally

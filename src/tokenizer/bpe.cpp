@@ -49,7 +49,7 @@ BpeModel::BpeModel(const Vocab& vocab, const std::vector<std::string>& merges)
     // part may start with one in hand-written files: split at the first space
     // after the first character.
     const size_t sp = m.find(' ', 1);
-    if (sp == std::string::npos)
+    if (sp == std::string::npos || m.find(' ', sp + 1) != std::string::npos)
       fail("{}: tokenizer.ggml.merges[{}] = '{}' is not of the form 'A B'", source_, rank, excerpt(m));
     const std::string_view a(m.data(), sp), b(m.data() + sp + 1, m.size() - sp - 1);
     const int32_t ia = vocab.find(a), ib = vocab.find(b);

@@ -53,7 +53,7 @@ int32_t SpmModel::find_piece(std::string_view s) const {
   }
 }
 
-void SpmModel::emit_symbol(std::string_view s, std::vector<int32_t>& out) const {
+void SpmModel::emit_symbol(std::string_view s, size_t at, std::vector<int32_t>& out, Unknowns& unknowns) const {
   const int32_t id = find_piece(s);
   if (id >= 0) {
     out.push_back(id);
@@ -66,6 +66,7 @@ void SpmModel::emit_symbol(std::string_view s, std::vector<int32_t>& out) const 
     } else if (vocab_.unk >= 0) {
       // Without byte tokens the whole character becomes one unknown token.
       out.push_back(vocab_.unk);
+      if (unknowns.count++ == 0) unknowns.first = at;
       return;
     } else {
       fail("{}: '{}' is not in the vocabulary, which has no byte tokens and no unknown token",
@@ -74,22 +75,22 @@ void SpmModel::emit_symbol(std::string_view s, std::vector<int32_t>& out) const 
   }
 }
 
-void SpmModel::encode(std::string_view text, std::vector<int32_t>& out) const {
+void SpmModel::encode(std::string_view text, std::vector<int32_t>& out, Unknowns& unknowns) const {
   if (!split_words_) {
-    encode_word(text, out);
+    encode_word(text, 0, out, unknowns);
     return;
   }
   // Cut before every U+2581 that follows another character.
   size_t start = 0;
   for (size_t p = text.find(kSpace, 1); p != std::string_view::npos; p = text.find(kSpace, p + 1)) {
     if (after_space(text, p)) continue;
-    encode_word(text.substr(start, p - start), out);
+    encode_word(text.substr(start, p - start), start, out, unknowns);
     start = p;
   }
-  encode_word(text.substr(start), out);
+  encode_word(text.substr(start), start, out, unknowns);
 }
 
-void SpmModel::encode_word(std::string_view text, std::vector<int32_t>& out) const {
+void SpmModel::encode_word(std::string_view text, size_t at, std::vector<int32_t>& out, Unknowns& unknowns) const {
   if (text.empty()) return;
   // Symbols are byte ranges of `text` in a doubly linked list; a merged
   // symbol keeps the start of its left part. Scratch space is per thread.
@@ -158,7 +159,8 @@ void SpmModel::encode_word(std::string_view text, std::vector<int32_t>& out) con
   }
   for (int32_t i = 0; i >= 0; i = s.next[static_cast<size_t>(i)]) {
     const auto k = static_cast<size_t>(i);
-    emit_symbol(text.substr(static_cast<size_t>(s.start[k]), static_cast<size_t>(s.len[k])), out);
+    emit_symbol(text.substr(static_cast<size_t>(s.start[k]), static_cast<size_t>(s.len[k])),
+                at + static_cast<size_t>(s.start[k]), out, unknowns);
   }
 }
 

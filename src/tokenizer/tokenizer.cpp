@@ -68,8 +68,11 @@ struct Tokenizer::Impl {
   std::vector<std::string> piece;       // decoded bytes of every token
   std::vector<uint8_t> special_only;    // 1: piece is emitted only when rendering special tokens
   std::vector<uint8_t> end_of_gen;
+  std::vector<int32_t> unused;          // ids of TokenType::Unused
 
-  void encode_text(std::string_view text, bool space_prefix, std::vector<int32_t>& out) const;
+  // `at`: the offset of `text` in the whole input, for the stats.
+  void encode_text(std::string_view text, size_t at, bool space_prefix, std::vector<int32_t>& out,
+                   Tokenizer::EncodeStats& stats) const;
   // `text` with every UTF-8 sequence (or ill-formed subpart) that holds a byte
   // the byte-level vocabulary has no token for replaced by U+FFFD; `at` is
   // the offset of `text` in the whole input, for the stats. Returns `text`
@@ -171,6 +174,7 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
         impl->piece[id] = spm ? spm_unescape(t) : byte_unicode::decode(t);
         break;
     }
+    if (v.types[id] == TokenType::Unused) impl->unused.push_back(static_cast<int32_t>(id));
     if (v.types[id] == TokenType::Control)
       for (std::string_view eog : kEndOfGenerationTexts)
         if (t == eog) impl->end_of_gen[id] = 1;
@@ -180,8 +184,8 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
   return Tokenizer(std::move(impl));
 }
 
-void Tokenizer::Impl::encode_text(std::string_view text, bool space_prefix,
-                                  std::vector<int32_t>& out) const {
+void Tokenizer::Impl::encode_text(std::string_view text, size_t at, bool space_prefix, std::vector<int32_t>& out,
+                                  Tokenizer::EncodeStats& stats) const {
   if (bpe) {
     thread_local std::vector<std::string_view> pieces;
     pieces.clear();
@@ -207,7 +211,14 @@ void Tokenizer::Impl::encode_text(std::string_view text, bool space_prefix,
     else
       escaped.push_back(c);
   }
-  spm->encode(escaped, out);
+  SpmModel::Unknowns unknowns;
+  spm->encode(escaped, out, unknowns);
+  if (unknowns.count == 0) return;
+  // Back from the escaped text (a space is three bytes there) to the input.
+  size_t e = space_prefix ? kSpmSpace.size() : 0, i = 0;
+  for (; i < text.size() && e < unknowns.first; ++i) e += text[i] == ' ' ? kSpmSpace.size() : 1;
+  if (stats.unknown == 0) stats.first_unknown = at + i;
+  stats.unknown += unknowns.count;
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special,
@@ -257,7 +268,8 @@ std::vector<int32_t> Tokenizer::encode_fragments(std::string_view text, const st
     }
     const std::string_view piece =
         m.spellable(fr.text, static_cast<size_t>(fr.text.data() - text.data()), scratch, stats ? *stats : local);
-    m.encode_text(piece, m.spm && m.vocab.add_space_prefix && after_special, out);
+    m.encode_text(piece, static_cast<size_t>(fr.text.data() - text.data()),
+                  m.spm && m.vocab.add_space_prefix && after_special, out, stats ? *stats : local);
     after_special = false;
   }
 
@@ -297,6 +309,8 @@ std::string Tokenizer::token_bytes(int32_t id, bool render_special) const {
 int32_t Tokenizer::n_vocab() const { return impl_->vocab.size(); }
 int32_t Tokenizer::bos_id() const { return impl_->vocab.bos; }
 int32_t Tokenizer::eos_id() const { return impl_->vocab.eos; }
+int32_t Tokenizer::unk_id() const { return impl_->vocab.unk; }
+const std::vector<int32_t>& Tokenizer::unused_ids() const { return impl_->unused; }
 bool Tokenizer::adds_bos() const { return impl_->vocab.add_bos && impl_->vocab.bos >= 0; }
 
 bool Tokenizer::is_end_of_generation(int32_t id) const {

@@ -36,10 +36,14 @@ class Tokenizer {
   // vocabulary, a character (or ill-formed sequence) with a byte that has no
   // token becomes U+FFFD, the replacement character (throws if the vocabulary
   // cannot spell U+FFFD either); `stats` counts them. A character a
-  // SentencePiece vocabulary cannot spell becomes byte tokens or <unk>.
+  // SentencePiece vocabulary cannot spell becomes byte tokens, or, in a
+  // vocabulary without them, <unk> as SentencePiece does (the model was
+  // trained so); `stats` counts those too.
   struct EncodeStats {
     size_t replaced = 0;        // characters replaced by U+FFFD
     size_t first_replaced = 0;  // byte offset of the first of them in the text
+    size_t unknown = 0;         // characters that became the unknown token
+    size_t first_unknown = 0;   // byte offset of the first of them in the text
   };
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special,
                               EncodeStats* stats = nullptr) const;
@@ -67,9 +71,14 @@ class Tokenizer {
   int32_t n_vocab() const;
   int32_t bos_id() const;  // -1 if none
   int32_t eos_id() const;  // -1 if none
+  int32_t unk_id() const;  // -1 if none
   bool adds_bos() const;   // encode with add_special prepends BOS
   bool is_end_of_generation(int32_t id) const;  // eos, eot, <|im_end|>, <|endoftext|>, ...
   bool is_control(int32_t id) const;
+  // Ids of unused tokens (the rows a converter pads the vocabulary with up to
+  // the embedding's size, reserved slots such as Gemma's <unusedN>): no text
+  // stands for them, so they are never generated.
+  const std::vector<int32_t>& unused_ids() const;
   const std::string& model_name() const;  // "gpt2" | "llama"
   const std::string& pre_name() const;
 

@@ -10,7 +10,9 @@ to it; it is re-aligned after the new header). Only the standard library.
                                  is Python literal syntax ("inf", "b'\\x1b'")
         rename KEY NEWKEY        NEWKEY in Python bytes-literal syntax
         truncate KEY N           keep the first N elements of an array
+        fill KEY FROM COUNT VALUE  set elements FROM..FROM+COUNT-1 of an array
         delete KEY
+        poke TENSOR OFFSET HEX   overwrite a tensor's data at byte OFFSET
 """
 import ast
 import shutil
@@ -61,12 +63,15 @@ def main():
             t = r.take("<I")
             kvs.append([key, t, r.value(t)])
         tensors = []
+        offsets = {}
         for _ in range(n_tensors):
             name = r.string()
             n_dims = r.take("<I")
             dims = [r.take("<Q") for _ in range(n_dims)]
+            ttype, offset = r.take("<I"), r.take("<Q")
+            offsets[name.decode()] = offset
             tensors.append(struct.pack("<Q", len(name)) + name + struct.pack("<I", n_dims) +
-                           b"".join(struct.pack("<Q", d) for d in dims) + struct.pack("<IQ", r.take("<I"), r.take("<Q")))
+                           b"".join(struct.pack("<Q", d) for d in dims) + struct.pack("<IQ", ttype, offset))
         align = next((v for k, t, v in kvs if k == b"general.alignment"), 32)
         data_at = (f.tell() + align - 1) // align * align
 
@@ -76,6 +81,7 @@ def main():
                     return kv
             return None
 
+        pokes = []
         i = 0
         while i < len(edits):
             op = edits[i]
@@ -98,9 +104,18 @@ def main():
                 kv = find(edits[i + 1])
                 kv[2] = (kv[2][0], kv[2][1][:int(edits[i + 2])])
                 i += 3
+            elif op == "fill":
+                kv = find(edits[i + 1])
+                start, count = int(edits[i + 2]), int(edits[i + 3])
+                items = kv[2][1]
+                items[start:start + count] = [ast.literal_eval(edits[i + 4])] * count
+                i += 5
             elif op == "delete":
                 kvs.remove(find(edits[i + 1]))
                 i += 2
+            elif op == "poke":
+                pokes.append((offsets[edits[i + 1]] + int(edits[i + 2]), bytes.fromhex(edits[i + 3])))
+                i += 4
             else:
                 sys.exit(f"gguf_edit.py: unknown edit '{op}'")
 
@@ -112,7 +127,11 @@ def main():
                 out.write(rec)
             out.write(b"\0" * ((-out.tell()) % align))
             f.seek(data_at)
+            out_data_at = out.tell()
             shutil.copyfileobj(f, out)
+            for at, data in pokes:
+                out.seek(out_data_at + at)
+                out.write(data)
 
 
 if __name__ == "__main__":

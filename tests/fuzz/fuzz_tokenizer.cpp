@@ -6,9 +6,15 @@
 //
 // Vocabulary: $TALLY_FUZZ_VOCAB, else the StarCoder vocabulary of the shared
 // tokenizer test data (the same pre-tokenizer path as SmolLM2). The
-// SentencePiece test vocabulary next to it is fuzzed too when present.
+// SentencePiece test vocabulary next to it is fuzzed too when present, and
+// a copy of it whose byte tokens are plain text (no byte fallback): there
+// every <unk> in an encoding is a character counted as unknown, and an
+// encoding without one decodes to the input.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <iterator>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -26,15 +32,36 @@
 namespace {
 
 struct Loaded {
+  std::vector<uint8_t> bytes;  // the file's image, when made in memory
   std::unique_ptr<tally::GgufFile> file;
   std::unique_ptr<tally::Tokenizer> tok;
   bool representable[256] = {};  // bytes the vocabulary has a token for (byte-level BPE)
 };
 
-std::unique_ptr<Loaded> load(const std::string& path) {
+// `path` as a file, or, with `no_byte_tokens`, an image of it whose token
+// types 6 (BYTE) are 1 (NORMAL): the token_type array is found by its key.
+std::unique_ptr<Loaded> load(const std::string& path, bool no_byte_tokens = false) {
   if (!std::ifstream(path).good()) return nullptr;
   auto l = std::make_unique<Loaded>();
-  l->file = std::make_unique<tally::GgufFile>(path);
+  if (no_byte_tokens) {
+    std::ifstream in(path, std::ios::binary);
+    l->bytes.assign(std::istreambuf_iterator<char>(in), {});
+    const std::string key = "tokenizer.ggml.token_type";
+    const auto at = std::search(l->bytes.begin(), l->bytes.end(), key.begin(), key.end());
+    if (at == l->bytes.end()) return nullptr;
+    uint64_t count = 0;
+    const size_t values = static_cast<size_t>(at - l->bytes.begin()) + key.size() + 4 + 4 + 8;  // type, element type, count
+    std::memcpy(&count, l->bytes.data() + values - 8, 8);
+    for (uint64_t i = 0; i < count; ++i) {
+      int32_t t;
+      std::memcpy(&t, l->bytes.data() + values + 4 * i, 4);
+      if (t == 6) t = 1;
+      std::memcpy(l->bytes.data() + values + 4 * i, &t, 4);
+    }
+    l->file = std::make_unique<tally::GgufFile>(l->bytes.data(), l->bytes.size(), path + " (no byte tokens)");
+  } else {
+    l->file = std::make_unique<tally::GgufFile>(path);
+  }
   l->tok = std::make_unique<tally::Tokenizer>(tally::Tokenizer::from_gguf(*l->file));
   for (int b = 0; b < 256; ++b) {
     const std::string one(1, static_cast<char>(b));
@@ -78,7 +105,11 @@ void check(const Loaded& l, const std::string& text) {
     if (bpe && rendered != spelled) violated("byte-level round trip");
     if (bpe && !parse_special && stats.replaced != replaced) violated("replacement count");
     // SentencePiece: a literal U+2581 in the text decodes as a space.
-    if (!bpe && !parse_special && text.find("\xE2\x96\x81") == std::string::npos && plain != text)
+    size_t unknown = 0;
+    for (int32_t id : ids) unknown += id == tok.unk_id();
+    if (!parse_special && unknown != stats.unknown) violated("unknown-token count");
+    if (stats.unknown > 0 && stats.first_unknown >= text.size()) violated("unknown-token offset");
+    if (!bpe && !parse_special && unknown == 0 && text.find("\xE2\x96\x81") == std::string::npos && plain != text)
       violated("SentencePiece round trip");
 
     tally::StreamDecoder sd(tok, false);
@@ -112,8 +143,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           ? nullptr
           : load(std::string(TALLY_SHARED_DIR) + "/testdata/tokenizer/ggml-vocab-llama-spm.gguf");
 
+  static const std::unique_ptr<Loaded> spm_no_bytes =
+      spm ? load(std::string(TALLY_SHARED_DIR) + "/testdata/tokenizer/ggml-vocab-llama-spm.gguf", true) : nullptr;
+
   const std::string text(reinterpret_cast<const char*>(data), size);
   check(*bpe, text);
   if (spm) check(*spm, text);
+  if (spm_no_bytes) check(*spm_no_bytes, text);
   return 0;
 }

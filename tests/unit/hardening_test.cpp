@@ -139,19 +139,7 @@ TEST(KvSizes, OverflowingPlansAndContextsAreRefused) {
 
 // ---- class: hangs and files read as what they are not -----------------------
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/tally-hardening-XXXXXX";
-    path_ = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using test::TempDir;
 
 TEST(InputFiles, AFifoIsRefusedAsAModelWithoutWaiting) {
   TempDir dir;

@@ -4,12 +4,16 @@
 // GGUF files llama.cpp's converter made from the same weights.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -316,4 +320,170 @@ TEST(HfFolder, ChatTemplateFileWinsOverTokenizerConfig) {
   EXPECT_EQ(tally::ChatTemplate::from_gguf(*tally::open_model_file(copy.dir())).render(hi, false), "FILE Hi");
   fs::remove(copy.dir() + "/chat_template.jinja");
   EXPECT_EQ(tally::ChatTemplate::from_gguf(*tally::open_model_file(copy.dir())).render(hi, false), "CONFIG Hi");
+}
+
+// A file of the folder that is a FIFO would hold the load forever (a
+// blocking open waits for a writer): refused at once, by name.
+TEST(HfFolder, AFolderFileThatIsNotARegularFileIsRefusedAtOnce) {
+  for (const std::string name : {"config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"}) {
+    const FolderCopy f("qwen2-hf");
+    fs::remove(f.dir() + "/" + name);
+    ASSERT_EQ(::mkfifo((f.dir() + "/" + name).c_str(), 0600), 0);
+    auto r = std::async(std::launch::async, [&] {
+      try {
+        tally::open_hf_folder(f.dir());
+      } catch (const tally::Error& e) {
+        return std::string(e.what());
+      }
+      return std::string("opened");
+    });
+    if (r.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      ADD_FAILURE() << name << " as a FIFO: still loading after 10 s";
+      std::abort();
+    }
+    const std::string msg = r.get();
+    EXPECT_NE(msg.find(name + ": not a regular file (a FIFO)"), std::string::npos) << msg;
+  }
+  const FolderCopy f("qwen2-hf");
+  fs::remove(f.dir() + "/tokenizer_config.json");
+  fs::create_symlink(f.dir() + "/nowhere.json", f.dir() + "/tokenizer_config.json");  // a link to nothing is not "absent"
+  expect_error([&] { tally::open_hf_folder(f.dir()); }, {"tokenizer_config.json", "cannot open"});
+}
+
+// vocab_size sizes the token list: it must be the embedding's rows, so it is
+// bounded by the weights the folder holds (2^63 once padded a list that long).
+TEST(HfFolder, VocabSizeMustBeTheEmbeddingsRows) {
+  const FolderCopy f("qwen2-hf");
+  auto cfg = f.read("config.json");
+  for (const nlohmann::json& v : {nlohmann::json((uint64_t{1} << 31) + 1), nlohmann::json(uint64_t{1} << 63),
+                                  nlohmann::json(321), nlohmann::json(319)}) {
+    cfg["vocab_size"] = v;
+    f.write("config.json", cfg.dump());
+    expect_error([&] { tally::open_hf_folder(f.dir()); },
+                 {"config.json: 'vocab_size' is " + v.dump() + ", but model.embed_tokens.weight has 320 rows"});
+  }
+}
+
+// What a folder says that tally would otherwise ignore or fill in: refused.
+TEST(HfFolder, RefusesWhatItWouldIgnoreOrDefault) {
+  const FolderCopy f("qwen3-hf");  // tied, no biases
+  const auto good = f.read("config.json");
+  auto refused = [&](const std::function<void(nlohmann::json&)>& change, std::initializer_list<std::string> words) {
+    auto cfg = good;
+    change(cfg);
+    f.write("config.json", cfg.dump());
+    expect_error([&] { tally::open_hf_folder(f.dir()); }, words);
+  };
+  refused([](auto& c) { c["attention_bias"] = true; }, {"'attention_bias' is true", "attention biases are not supported"});
+  refused([](auto& c) { c["mlp_bias"] = true; }, {"'mlp_bias' is true", "MLP biases are not supported"});
+  refused([](auto& c) { c["tie_word_embeddings"] = "true"; }, {"'tie_word_embeddings' must be true or false"});
+  refused([](auto& c) { c["tie_word_embeddings"] = false; }, {"'tie_word_embeddings' is false, but the folder has no lm_head.weight"});
+  refused([](auto& c) { c["quantization_config"] = {{"quant_method", "gptq"}, {"bits", 4}}; },
+          {"'quantization_config' is an object", "quantized checkpoints"});
+  refused([](auto& c) { c["rms_norm_eps"] = nullptr; }, {"missing 'rms_norm_eps'"});
+  refused([](auto& c) { c.erase("rms_norm_eps"); }, {"missing 'rms_norm_eps'"});
+  // 17 MiB of config (spaces are valid JSON) is past the 16 MiB a config may hold.
+  f.write("config.json", good.dump() + std::string(17 << 20, ' '));
+  expect_error([&] { tally::open_hf_folder(f.dir()); }, {"config.json: the file of a model folder has", "limit of 16777216 B"});
+  f.write("config.json", good.dump());
+  EXPECT_NO_THROW(tally::open_hf_folder(f.dir()));
+  // Untied with an lm_head stored: tying it would ignore that lm_head.
+  const FolderCopy u("qwen2-hf");
+  auto ucfg = u.read("config.json");
+  ucfg["tie_word_embeddings"] = true;
+  u.write("config.json", ucfg.dump());
+  expect_error([&] { tally::open_hf_folder(u.dir()); }, {"'tie_word_embeddings' is true, but the folder has an lm_head.weight"});
+}
+
+TEST(HfFolder, RefusesATokenizerThatContradictsItself) {
+  const FolderCopy f("qwen2-hf");
+  const auto good = f.read("tokenizer.json");
+  auto refused = [&](const std::function<void(nlohmann::json&)>& change, std::initializer_list<std::string> words) {
+    auto t = good;
+    change(t);
+    f.write("tokenizer.json", t.dump());
+    expect_error([&] { tally::open_hf_folder(f.dir()); }, words);
+  };
+  refused([](auto& t) { t["model"]["unk_token"] = "<no such token>"; },
+          {"tokenizer.json: model.unk_token \"<no such token>\" is not a token of the vocabulary"});
+  const std::string bos = good["added_tokens"][0]["content"];
+  const nlohmann::json single = {{{"SpecialToken", {{"id", bos}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}};
+  auto processor = [&](const nlohmann::json& ids) {
+    return nlohmann::json{{"type", "TemplateProcessing"},
+                          {"single", single},
+                          {"pair", single},
+                          {"special_tokens", {{bos, {{"id", bos}, {"ids", ids}, {"tokens", {bos}}}}}}};
+  };
+  refused([&](auto& t) { t["post_processor"] = processor({1000000000}); },
+          {"post_processor.special_tokens['" + bos + "'] gives '" + bos + "' the id 1000000000, but the vocabulary gives it 0"});
+  refused([&](auto& t) { t["post_processor"] = {{"type", "Sequence"}, {"processors", {processor({7})}}}; },
+          {"the id 7, but the vocabulary gives it 0"});
+  refused([&](auto& t) { t["model"]["merges"].push_back("a b c"); },
+          {"model.merges[", "] is the string \"a b c\": a merge is two tokens without spaces"});
+  refused([&](auto& t) { t["model"]["merges"].push_back({"a", "b c"}); }, {"a merge is two tokens without spaces"});
+  auto ok = good;
+  ok["post_processor"] = processor({0});
+  f.write("tokenizer.json", ok.dump());
+  EXPECT_NO_THROW(tally::open_hf_folder(f.dir()));
+}
+
+// model.safetensors.index.json places each tensor in a file: a file without
+// it is a folder missing a weight.
+TEST(HfFolder, RefusesAnIndexNamingATensorItsFileLacks) {
+  const FolderCopy f("qwen3-hf");
+  const tally::SafetensorsFile st(f.dir() + "/model.safetensors");
+  nlohmann::json map;
+  for (const auto& t : st.tensors()) map[t.name] = "model-00001-of-00001.safetensors";
+  fs::rename(f.dir() + "/model.safetensors", f.dir() + "/model-00001-of-00001.safetensors");
+  f.write("model.safetensors.index.json", nlohmann::json{{"weight_map", map}}.dump());
+  EXPECT_NO_THROW(tally::open_hf_folder(f.dir()));
+  map["model.layers.0.mlp.up_proj.bias"] = "model-00001-of-00001.safetensors";
+  f.write("model.safetensors.index.json", nlohmann::json{{"weight_map", map}}.dump());
+  expect_error([&] { tally::open_hf_folder(f.dir()); },
+               {"model-00001-of-00001.safetensors: model.safetensors.index.json places tensor "
+                "'model.layers.0.mlp.up_proj.bias' in this file, which does not hold it"});
+}
+
+// A weight that is not finite, in a float16 safetensors file, is named.
+TEST(HfFolder, AWeightThatIsNotFiniteIsNamed) {
+  const FolderCopy f("qwen3-hf");
+  const std::string path = f.dir() + "/model.safetensors";
+  uint64_t at = 0;
+  {
+    std::ifstream in(path, std::ios::binary);
+    uint64_t n = 0;
+    in.read(reinterpret_cast<char*>(&n), 8);
+    std::string header(n, '\0');
+    in.read(header.data(), static_cast<std::streamsize>(n));
+    const auto t = nlohmann::json::parse(header)["model.layers.0.mlp.down_proj.weight"];
+    ASSERT_EQ(t["dtype"], "F16");
+    // Row 1, column 2 of a {hidden, intermediate} float16 matrix.
+    at = 8 + n + t["data_offsets"][0].get<uint64_t>() + (t["shape"][1].get<uint64_t>() + 2) * 2;
+  }
+  {
+    std::fstream io(path, std::ios::binary | std::ios::in | std::ios::out);
+    io.seekp(static_cast<std::streamoff>(at));
+    const char nan16[2] = {0x00, 0x7e};
+    io.write(nan16, 2);
+  }
+  expect_error([&] { tally::Model::load(f.dir()); },
+               {"tensor 'blk.0.ffn_down.weight' holds a value that is not finite (NaN or infinite) in row 1, column 2"});
+}
+
+// A tokenizer.json with fewer tokens than vocab_size (Qwen's folders: 151,665
+// tokens, 151,936 rows) is padded as llama.cpp's converter pads it: [PADn]
+// tokens of type UNUSED, which generation never emits.
+TEST(HfFolder, RowsWithoutATokenArePaddingNeverGenerated) {
+  const FolderCopy f("qwen2-hf");
+  auto tok = f.read("tokenizer.json");
+  std::string last;
+  for (const auto& [text, id] : tok["model"]["vocab"].items())
+    if (id == 319) last = text;
+  ASSERT_FALSE(last.empty());
+  tok["model"]["vocab"].erase(last);
+  f.write("tokenizer.json", tok.dump());
+  const tally::Tokenizer t = tally::Tokenizer::from_gguf(*tally::open_hf_folder(f.dir()));
+  EXPECT_EQ(t.n_vocab(), 320);
+  EXPECT_EQ(t.token_text(319), "[PAD319]");
+  EXPECT_EQ(t.unused_ids(), std::vector<int32_t>{319});
 }

@@ -27,9 +27,9 @@ namespace {
 
 using test::expect_error;
 
-// A GGUF v3 image holding only metadata (u32 and string values): enough for a
-// shape, with neither tensors nor vocabulary.
-using MetaValue = std::variant<uint32_t, std::string>;
+// A GGUF v3 image holding only metadata (u32, f32 and string values): enough
+// for a shape, with neither tensors nor vocabulary.
+using MetaValue = std::variant<uint32_t, std::string, float>;
 std::string gguf_image(const std::vector<std::pair<std::string, MetaValue>>& kvs) {
   std::string out;
   auto put = [&](auto v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); };  // little-endian host
@@ -46,6 +46,9 @@ std::string gguf_image(const std::vector<std::pair<std::string, MetaValue>>& kvs
     if (const auto* u = std::get_if<uint32_t>(&v)) {
       put(uint32_t{4});  // u32
       put(*u);
+    } else if (const auto* f = std::get_if<float>(&v)) {
+      put(uint32_t{6});  // f32
+      put(*f);
     } else {
       put(uint32_t{8});  // string
       put_str(std::get<std::string>(v));
@@ -268,7 +271,8 @@ TEST(KvPlanGguf, PlannerAndModelConfigAgree) {
   using Meta = std::vector<std::pair<std::string, MetaValue>>;
   const Meta full = {{"general.architecture", std::string("llama")}, {"llama.block_count", 2u},
                      {"llama.context_length", 128u},   {"llama.feed_forward_length", 96u},
-                     {"llama.vocab_size", 50u},        {"llama.attention.head_count", 4u}};
+                     {"llama.vocab_size", 50u},        {"llama.attention.head_count", 4u},
+                     {"llama.attention.layer_norm_rms_epsilon", 1e-5f}};
   auto with = [&](Meta extra) {
     Meta m = full;
     m.insert(m.end(), extra.begin(), extra.end());

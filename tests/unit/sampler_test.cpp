@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <random>
 #include <set>
 #include <string>
@@ -299,6 +300,85 @@ TEST(SamplerPenalties, PresenceAndFrequencyCountOnlyGeneratedTokens) {
   SamplerParams bad = p;
   bad.presence_penalty = 2.5f;
   EXPECT_THROW(bad.validate(), Error);
+}
+
+}  // namespace
+}  // namespace tally
+
+namespace tally {
+namespace {
+
+// OpenAI's logit_bias: added to the logit before anything else; -inf bans.
+TEST(SamplerLogitBias, IsAddedToTheLogitAndMinusInfinityBans) {
+  const std::vector<float> logits = {0.0f, 1.0f, 2.0f, 4.0f};
+  SamplerParams p = plain(0);
+  p.logit_bias = {{3, -2.5f}, {1, 0.75f}};  // 4 - 2.5 = 1.5 < 2; 1 + 0.75 = 1.75 < 2
+  EXPECT_EQ(Sampler(p).sample(logits, {}), 2);
+  p.logit_bias = {{0, 100.0f}};
+  EXPECT_EQ(Sampler(p).sample(logits, {}), 0);
+  // At a temperature, the draws follow the softmax of the biased logits.
+  SamplerParams t = plain(1.0f, 77);
+  t.logit_bias = {{3, -4.0f}, {0, 1.0f}};  // logits become 1, 1, 2, 0
+  std::vector<double> want = {std::exp(1.0), std::exp(1.0), std::exp(2.0), std::exp(0.0)};
+  double sum = 0;
+  for (double v : want) sum += v;
+  for (double& v : want) v /= sum;
+  Sampler s(t);
+  const int draws = 20000;
+  EXPECT_LT(chi_square(histogram(s, logits, draws), want, draws), 20.0);
+  // A banned token is never drawn, even as the best.
+  SamplerParams ban = plain(1.0f, 3);
+  ban.logit_bias = {{3, -std::numeric_limits<float>::infinity()}};
+  Sampler b(ban);
+  EXPECT_EQ(histogram(b, logits, 2000)[3], 0);
+  SamplerParams greedy_ban = plain(0);
+  greedy_ban.logit_bias = ban.logit_bias;
+  EXPECT_EQ(Sampler(greedy_ban).sample(logits, {}), 2);
+  // An id past the logits has nothing to bias.
+  SamplerParams past = plain(0);
+  past.logit_bias = {{99, 100.0f}};
+  EXPECT_EQ(Sampler(past).sample(logits, {}), 3);
+}
+
+TEST(SamplerLogitBias, NothingLeftToSampleIsAnError) {
+  for (float temp : {0.0f, 1.0f}) {
+    SamplerParams p = plain(temp);
+    for (int32_t id = 0; id < 4; ++id) p.logit_bias.emplace_back(id, -std::numeric_limits<float>::infinity());
+    Sampler s(p);
+    try {
+      s.sample(std::vector<float>{0, 1, 2, 3}, {});
+      ADD_FAILURE() << "sampled with every token banned";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("every logit is -infinity"), std::string::npos) << e.what();
+    }
+  }
+  SamplerParams bad = plain(0);
+  bad.logit_bias = {{-1, 1.0f}};
+  EXPECT_THROW(bad.validate(), Error);
+  bad.logit_bias = {{1, NAN}};
+  EXPECT_THROW(bad.validate(), Error);
+  bad.logit_bias = {{1, INFINITY}};
+  EXPECT_THROW(bad.validate(), Error);
+}
+
+// Logits that hold NaN (a model whose weights or activations overflowed)
+// would make any pick arbitrary: an error, greedy or not.
+TEST(Sampler, LogitsThatAreNotFiniteAreAnError) {
+  for (float bad : {NAN, INFINITY}) {
+    for (float temp : {0.0f, 0.8f}) {
+      Sampler s(plain(temp));
+      try {
+        s.sample(std::vector<float>{0.5f, bad, 1.0f}, {});
+        ADD_FAILURE() << "sampled from " << bad;
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("the model's logits are not finite"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("token 1 of 3"), std::string::npos) << e.what();
+      }
+    }
+  }
+  // -inf is a logit like any other (a banned token).
+  Sampler s(plain(0));
+  EXPECT_EQ(s.sample(std::vector<float>{-INFINITY, 1.0f}, {}), 1);
 }
 
 }  // namespace

@@ -1,11 +1,14 @@
 #pragma once
 // Small helpers shared by the unit tests.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <initializer_list>
+#include <stdexcept>
 #include <string>
 
 #include "core/dtype.h"
@@ -26,6 +29,25 @@ inline void expect_error(const std::function<void()>& fn, std::initializer_list<
   }
   ADD_FAILURE() << "no tally::Error thrown";
 }
+
+// A folder under /tmp for one test, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/tally-test-XXXXXX";
+    const char* p = ::mkdtemp(tmpl);
+    if (p == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = p;
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 // Sets the kernels' SIMD level for a scope (clamped to what the CPU supports).
 class SimdLevelScope {

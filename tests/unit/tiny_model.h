@@ -2,8 +2,9 @@
 // A tiny synthetic decoder for fast forward-pass tests: an in-memory GGUF with
 // deterministic pseudo-random weights (F32 or Q8_0 matrices) and every
 // metadata key the loader reads. TinySpec also describes broken variants
-// (a dropped tensor or key, one tensor's dims or type changed, another
-// architecture name) for the loader's bad-input tests.
+// (a dropped tensor or key, one tensor's dims or type changed or bytes
+// overwritten, an extra tensor, another architecture name) for the loader's
+// bad-input tests.
 // Invariant of TinyModel: `bytes` outlives `model`, which points into it.
 #include <algorithm>
 #include <cmath>
@@ -24,6 +25,13 @@
 #include "model/model.h"
 
 namespace tally::test {
+
+// A tensor as written: its GGUF dims, type and data bytes.
+struct TinyTensor {
+  std::vector<uint64_t> dims;
+  uint32_t type = 0;
+  std::vector<uint8_t> data;
+};
 
 struct TinySpec {
   std::string arch = "llama";
@@ -47,15 +55,10 @@ struct TinySpec {
   std::map<std::string, Meta> meta_of;                    // a key written with this value instead (or added)
   std::map<std::string, std::vector<uint64_t>> dims_of;   // a tensor written with other dims
   std::map<std::string, uint32_t> type_of;                // a tensor written as this raw type id, zero data
+  std::map<std::string, std::pair<uint64_t, std::vector<uint8_t>>> patch_of;  // bytes written over a tensor's data at an offset
+  std::map<std::string, TinyTensor> extra_tensors;        // written after the others
 
   std::string key(const char* k) const { return arch + "." + k; }
-};
-
-// A tensor as written: its GGUF dims, type and data bytes.
-struct TinyTensor {
-  std::vector<uint64_t> dims;
-  uint32_t type = 0;
-  std::vector<uint8_t> data;
 };
 
 namespace tiny_detail {
@@ -152,6 +155,8 @@ inline std::vector<std::pair<std::string, TinyTensor>> tiny_tensors(const TinySp
       t.type = static_cast<uint32_t>(s.matrix_type);
       t.data = quantize_q8_0(v);
     }
+    if (auto it = s.patch_of.find(name); it != s.patch_of.end())
+      std::copy(it->second.second.begin(), it->second.second.end(), t.data.begin() + static_cast<ptrdiff_t>(it->second.first));
     out.emplace_back(name, std::move(t));
   };
   add("token_embd.weight", {E, V}, false);
@@ -169,6 +174,7 @@ inline std::vector<std::pair<std::string, TinyTensor>> tiny_tensors(const TinySp
     add(b + "ffn_up.weight", {E, F}, false);
     add(b + "ffn_down.weight", {F, E}, false);
   }
+  for (const auto& [name, t] : s.extra_tensors) out.emplace_back(name, t);
   return out;
 }
 

@@ -294,6 +294,14 @@ TEST(TokenizerBpe, MalformedMetadataIsAnError) {
   }
 }
 
+TEST(TokenizerBpe, AMergeOfThreePartsIsRefused) {
+  TinyBpe v;
+  v.merges.push_back("h e l");
+  const auto g = v.gguf();
+  const std::string msg = error_of([&] { Tokenizer::from_gguf(*g); });
+  EXPECT_TRUE(has(msg, "tokenizer.ggml.merges[9] = 'h e l' is not of the form 'A B'")) << msg;
+}
+
 TEST(TokenizerBpe, InvalidIds) {
   TinyBpe v;
   const auto g = v.gguf();
@@ -371,6 +379,43 @@ TEST(TokenizerSpm, NoSpacePrefix) {
   EXPECT_FALSE(t.strips_leading_space());
   EXPECT_EQ(t.encode("ab", false, false), (std::vector<int32_t>{v.id("ab")}));
   EXPECT_EQ(t.decode(t.encode(" ab", false, false)), " ab");
+}
+
+// Without byte tokens a character that is no piece becomes <unk>, as
+// SentencePiece does, one per character, counted with the offset of the
+// first in the input (never dropped without a word).
+TEST(TokenizerSpm, CharactersWithoutAPieceOrByteTokensAreCountedAsUnknown) {
+  TinySpm v;
+  for (size_t id = 0; id < v.tokens.size(); ++id)
+    if (v.types[id] == 6) v.types[id] = 1;  // the <0xNN> tokens become plain text: no byte fallback
+  const auto g = v.gguf();
+  const Tokenizer t = Tokenizer::from_gguf(*g);
+  EXPECT_EQ(t.unk_id(), 0);
+  Tokenizer::EncodeStats stats;
+  EXPECT_EQ(t.encode("az", false, false, &stats), (std::vector<int32_t>{v.id("\xE2\x96\x81" "a"), 0}));
+  EXPECT_EQ(stats.unknown, 1u);
+  EXPECT_EQ(stats.first_unknown, 1u);
+  EXPECT_EQ(stats.replaced, 0u);
+  // Offsets in the input, though a space is three bytes once escaped; one
+  // <unk> per character, multi-byte ones included.
+  stats = {};
+  EXPECT_EQ(t.encode("ab  \xE4\xBD\xA0z", false, false, &stats),
+            (std::vector<int32_t>{v.id("\xE2\x96\x81" "ab"), v.id("\xE2\x96\x81"), v.id("\xE2\x96\x81"), 0, 0}));
+  EXPECT_EQ(stats.unknown, 2u);
+  EXPECT_EQ(stats.first_unknown, 4u);
+  // After a special token, the offset still counts from the start of the input.
+  stats = {};
+  (void)t.encode("</s>ab z", false, true, &stats);
+  EXPECT_EQ(stats.unknown, 1u);
+  EXPECT_EQ(stats.first_unknown, 7u);
+  // <unk> shows where the text was when special tokens are rendered.
+  EXPECT_EQ(t.decode(t.encode("a\xE4\xBD\xA0" "b", false, false), true), "a<unk>b");
+  // With byte tokens nothing is unknown.
+  TinySpm with_bytes;
+  const auto gb = with_bytes.gguf();
+  stats = {};
+  (void)Tokenizer::from_gguf(*gb).encode("az\xE4\xBD\xA0", false, false, &stats);
+  EXPECT_EQ(stats.unknown, 0u);
 }
 
 // ---- robustness on real vocabularies ---------------------------------------

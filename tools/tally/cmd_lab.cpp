@@ -441,7 +441,7 @@ void add_kv_quant(CLI::App* lab) {
   auto* cmd = lab->add_subcommand(
       "kv-quant", "Quality of a quantized KV cache: perplexity, KL divergence against f16 and f32, greedy agreement");
   add_model_options(cmd, o->m);
-  cmd->add_option("--text", o->text, "A long text file (public domain)")->required();
+  cmd->add_option("--text", o->text, "A long text file (public domain)")->required()->check(nonempty_path());
   cmd->add_option("--contexts", o->q.contexts, "Context lengths, comma-separated")->delimiter(',')->capture_default_str();
   cmd->add_option("--tokens", o->q.tokens, "Tokens scored per context (whole windows, at least one)")
       ->capture_default_str();
@@ -450,14 +450,12 @@ void add_kv_quant(CLI::App* lab) {
   cmd->add_option("--prompt", o->q.prompts, "Greedy-agreement prompts (replace the built-in four)");
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->callback([o] {
-    std::ifstream in(o->text, std::ios::binary);
-    if (!in) fail("--text {}: cannot open it", o->text);
-    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    const std::string text = read_text_file(o->text, "text file", kMaxTextBytes);
     LoadedModel lm = load_model(o->m);
     for (int64_t c : o->q.contexts)
       if (c < 2) fail("--contexts values must be at least 2, got {}", c);
     if (o->q.greedy_tokens < 0) fail("--greedy-tokens must be >= 0, got {}", o->q.greedy_tokens);
-    const auto ids = lm.tokenizer->encode(text, true, false);
+    const auto ids = encode_input(*lm.tokenizer, text, true, false, "the text file");
     o->q.n_threads = o->m.threads;
     Progress progress("tally lab kv-quant");
     const auto rep = measure_kv_quant(*lm.model, *lm.tokenizer, ids, o->q, draw_on(progress, "scoring the text"));

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/printable.h"
+
 namespace tally::cli {
 
 std::vector<int32_t> encode_input(const Tokenizer& tok, std::string_view text, bool add_special, bool parse_special,
@@ -14,6 +16,12 @@ std::vector<int32_t> encode_input(const Tokenizer& tok, std::string_view text, b
                "{}); {} replaced by U+FFFD\n",
                what, stats.replaced, stats.replaced == 1 ? "" : "s", stats.first_replaced,
                stats.replaced == 1 ? "it was" : "each was");
+  if (stats.unknown > 0)
+    fmt::print(stderr,
+               "tally: warning: {} has {} character{} this vocabulary cannot spell (it has no byte tokens; the first "
+               "at byte {}); {} the unknown token {}\n",
+               what, stats.unknown, stats.unknown == 1 ? "" : "s", stats.first_unknown,
+               stats.unknown == 1 ? "it became" : "each became", printable(tok.token_text(tok.unk_id())));
   return ids;
 }
 

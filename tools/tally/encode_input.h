@@ -1,6 +1,7 @@
 #pragma once
 // User text (a prompt, a text file) to tokens, saying so on stderr when some
-// of it could not be spelled by the vocabulary and became U+FFFD: input is
+// of it could not be spelled by the vocabulary and became U+FFFD (or, in a
+// SentencePiece vocabulary without byte tokens, the unknown token): input is
 // never changed or dropped without a word.
 #include <cstdint>
 #include <string_view>
