@@ -6,6 +6,7 @@
 // end-of-generation token, a stop string, the token limit or a full context.
 // With use_cache = false every step recomputes the whole sequence from an
 // empty cache (the baseline).
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -20,6 +21,9 @@ namespace tally {
 struct GenerateOptions : GenerationParams {
   int64_t sinks = -1;  // >= 0: slide the window past the context keeping this many first tokens (Session::slide)
   bool use_cache = true;
+  // Set (by another thread or a signal handler): the generation finishes as
+  // Cancelled after the token it is making, which is kept.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct GenerateResult {

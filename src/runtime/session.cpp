@@ -52,7 +52,7 @@ Session::Session(const Model& model, const SessionOptions& opts) try
                opts.all_logits ? std::max<int64_t>(1, std::min(opts.n_batch, cache_.n_ctx())) : 1) {
   if (opts.n_batch < 1) fail("batch size must be at least 1, got {}", opts.n_batch);
 } catch (const std::bad_alloc&) {
-  fail("cannot allocate a session with a context of {} tokens and batches of {}: lower -c or --batch",
+  fail("cannot allocate a session with a context of {} tokens and batches of {}: lower the context or the batch",
        effective_context(model, opts.n_ctx), opts.n_batch);
 }
 
@@ -85,10 +85,10 @@ void Session::truncate(int64_t n) {
 
 void Session::check_window(int64_t sinks) const {
   const int64_t bs = cache_.block_size();
-  if (sinks < 0) fail("--sinks must be >= 0, got {}", sinks);
+  if (sinks < 0) fail("the number of sink tokens must be >= 0, got {}", sinks);
   if (sinks + bs + 1 > n_ctx())
-    fail("--window {} is too small for --sinks {}: a slide drops a block of {} positions, so the window needs at "
-         "least {} (sinks + block + 1)",
+    fail("a window of {} positions is too small for {} sink tokens: a slide drops a block of {} positions, so the "
+         "window needs at least {} (sinks + block + 1)",
          n_ctx(), sinks, bs, sinks + bs + 1);
 }
 
@@ -154,10 +154,10 @@ std::string Session::load(const std::string& path) {
   if (h.n_layer != c.n_layer || h.n_kv_head != c.n_kv_head || h.head_dim != c.head_dim)
     fail("{}: the session's cache shape does not match this model", path);
   if (h.cache_type != cache_.storage().type())
-    fail("{}: the session holds a {} cache; this one is {} (use --cache-type {})", path, dtype_name(h.cache_type),
+    fail("{}: the session holds a {} cache; this one is {} (load it into a {} cache)", path, dtype_name(h.cache_type),
          dtype_name(cache_.storage().type()), kv_cache_type_flag(h.cache_type));
   if (static_cast<int64_t>(h.n_tokens) > n_ctx())
-    fail("{}: the session holds {} positions, more than this context of {} (raise -c)", path, h.n_tokens, n_ctx());
+    fail("{}: the session holds {} positions, more than this context of {} (load it into a larger context)", path, h.n_tokens, n_ctx());
   for (int32_t t : d.tokens)
     if (t < 0 || t >= c.n_vocab) fail("{}: token id {} is outside the vocabulary [0, {})", path, t, c.n_vocab);
   truncate(0);

@@ -69,7 +69,7 @@ class Session {
   // by -n). Returns the positions dropped. The first `sinks` tokens stay
   // forever: attention parks its excess weight on them.
   int64_t slide(int64_t need, int64_t sinks);
-  // Refuses (naming --sinks and --window) a window that cannot keep `sinks`
+  // Refuses (naming the window and the sinks) a window that cannot keep `sinks`
   // first tokens, drop a block and take a new token: checked before a stream
   // starts, not only when its first slide comes.
   void check_window(int64_t sinks) const;
