@@ -2,6 +2,8 @@
 
 #include "server/api_error.h"
 
+#include "core/printable.h"
+
 namespace tally::server {
 
 using nlohmann::json;
@@ -37,6 +39,26 @@ bool boolean(const json& body, const char* name) {
   const json* v = field(body, name);
   if (!v->is_boolean()) bad_request(name, "'{}' must be true or false, not {}", name, json_type(*v));
   return v->get<bool>();
+}
+
+// A field tally does not implement (tools, response_format, logit_bias, ...)
+// is refused by name: answering as if it were absent would silently give the
+// client something else than it asked for. "user" (an end-user id for the
+// provider's abuse monitoring) changes no output, so it is taken.
+void refuse_unknown_fields(const json& b, const std::vector<std::string_view>& known, std::string_view endpoint) {
+  for (const auto& [name, value] : b.items()) {
+    bool ok = name == "user";
+    for (std::string_view k : known) ok = ok || name == k;
+    if (!ok)
+      bad_request(excerpt(name), "'{}' is not supported by {} (tally does not implement it, and would otherwise ignore it)",
+                  excerpt(name), endpoint);
+  }
+}
+
+// The fields chat and completions both read.
+std::vector<std::string_view> generation_fields() {
+  return {"model", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty", "seed", "n",
+          "max_completion_tokens", "max_tokens", "stop", "stream", "stream_options", "logprobs"};
 }
 
 // What chat and completions share: sampling, limits, stop strings, streaming.
@@ -144,6 +166,9 @@ json parse_body(std::string_view body) {
 }
 
 GenerationRequest parse_chat_request(const json& b, const Tokenizer& tok, const ChatTemplate& tmpl) {
+  std::vector<std::string_view> known = generation_fields();
+  known.insert(known.end(), {"messages", "top_logprobs"});
+  refuse_unknown_fields(b, known, "/v1/chat/completions");
   GenerationRequest r;
   r.chat = true;
   const json* m = field(b, "messages");
@@ -178,6 +203,9 @@ GenerationRequest parse_chat_request(const json& b, const Tokenizer& tok, const 
 }
 
 GenerationRequest parse_completion_request(const json& b, const Tokenizer& tok) {
+  std::vector<std::string_view> known = generation_fields();
+  known.push_back("prompt");
+  refuse_unknown_fields(b, known, "/v1/completions");
   GenerationRequest r;
   r.chat = false;
   const json* p = field(b, "prompt");
@@ -205,6 +233,7 @@ GenerationRequest parse_completion_request(const json& b, const Tokenizer& tok) 
 }
 
 std::vector<std::vector<int32_t>> parse_embedding_inputs(const json& b, const Tokenizer& tok) {
+  refuse_unknown_fields(b, {"model", "input", "encoding_format"}, "/v1/embeddings");  // encoding_format: the client's
   const json* in = field(b, "input");
   if (!in) bad_request("input", "'input' is required");
   std::vector<std::string> texts;
