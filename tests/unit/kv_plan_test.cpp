@@ -460,7 +460,7 @@ TEST(KvPlanErrors, BadFlags) {
   expect_error([] { parse_byte_count("0.0000000000001GiB", "--budget"); }, {"--budget", "not a byte count"});
   expect_error([] { parse_byte_count("0.0001KB", "--budget"); }, {"--budget", "zero bytes"});
   expect_error([] { parse_byte_count("20000000000EB", "--budget"); }, {"--budget", "not a byte count"});
-  expect_error([] { parse_byte_count("17000000000GB", "--budget"); }, {"--budget", "overflows"});
+  expect_error([] { parse_byte_count("19000000000GB", "--budget"); }, {"--budget", "overflows"});
   expect_error([] { parse_byte_count("99999999999TiB", "--budget"); }, {"--budget", "overflows"});
   // Sizes that overflow 64 bits are refused, not wrapped.
   expect_error([] { kv_cache_bytes(1ull << 40, 1ull << 30, 1); }, {"1073741824 tokens", "overflows"});
@@ -563,9 +563,6 @@ TEST(KvPlanErrors, BadConfigs) {
   expect_error(cfg(""), {"cfg.json", "not valid JSON"});
 }
 
-}  // namespace
-}  // namespace tally
-
 TEST(TokenCounts, KIsAThousandAndTwentyFour) {
   EXPECT_EQ(parse_token_count("8192", "-c"), 8192u);
   EXPECT_EQ(parse_token_count("8k", "-c"), 8192u);
@@ -596,3 +593,6 @@ TEST(WeightFormats, BitsPerWeightOfTheBlockFormatsAndTheMeasuredMix) {
   EXPECT_EQ(*s.weights_bytes, (*s.parameters * 17 + 8) / 16);
   EXPECT_EQ(s.trained_context, 8192);  // max_position_embeddings
 }
+
+}  // namespace
+}  // namespace tally
