@@ -1,15 +1,26 @@
 #!/usr/bin/env bash
-# Installs everything tally needs on a Debian machine (apt packages), builds the
-# release binary at build/release/tally, and installs the default model with it
-# (`tally pull`, from models/catalog.json). Idempotent.
+# Installs what building and running tally needs on a Debian machine (apt
+# packages), builds the release binary at build/release/tally, and installs
+# the default model with it (`tally pull`, from models/catalog.json).
+# Idempotent. With --test (scripts/test.sh passes it), also the test tools:
+# GoogleTest, clang's libFuzzer, SIMDe, and what the server tests drive
+# (python3-venv, curl, nginx, Chromium).
+#   usage: scripts/setup.sh [--test]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(cmake g++ make pkg-config python3 python3-pip ca-certificates
-  libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libfmt-dev libboost1.81-dev libzip-dev libssl-dev
+  nlohmann-json3-dev libcli11-dev libpcre2-dev libfmt-dev libboost1.81-dev libzip-dev libssl-dev libedit-dev
   libjs-marked libjs-highlight.js node-dompurify
-  clang libclang-rt-14-dev libsimde-dev gnuplot-nox
+  gnuplot-nox)
+TEST_PACKAGES=(libgtest-dev libgmock-dev libbenchmark-dev
+  clang libclang-rt-14-dev libsimde-dev
   python3-venv curl nginx chromium chromium-driver)
+case "${1:-}" in
+  --test) PACKAGES+=("${TEST_PACKAGES[@]}") ;;
+  "") ;;
+  *) echo "usage: scripts/setup.sh [--test]" >&2; exit 2 ;;
+esac
 
 # python3, pip and venv may come from elsewhere (pyenv, a venv): then skip Debian's.
 have_pip=0 have_venv=0

@@ -5,11 +5,16 @@
 # needs the catalog models pulled here (smollm2:135m, the tests' model; gemma3:270m;
 # qwen2.5-coder:0.5b, and the default qwen2.5-coder:1.5b that scripts/setup.sh pulled) and, for
 # the server tests, the venv that scripts/setup_test_env.sh makes.
-# Run scripts/setup.sh first (the README's test command does).
+# Its first step installs the test tools (scripts/setup.sh --test: the build
+# and the default model are already there when the README's test command ran
+# scripts/setup.sh, so that part only checks them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="$(nproc)"
 export TALLY_REQUIRE_MODEL=1  # model-dependent tests fail instead of skipping
+
+echo "== test tools (at ${SECONDS}s)"
+scripts/setup.sh --test
 
 echo "== models (at ${SECONDS}s)"
 for m in smollm2:135m gemma3:270m qwen2.5-coder:0.5b qwen2.5-coder:1.5b; do

@@ -4,6 +4,7 @@
 
 #include "core/checked_math.h"
 #include "core/error.h"
+#include "core/printable.h"
 #include "io/byte_reader.h"
 
 namespace tally {
@@ -244,7 +245,7 @@ const GgufValue* GgufFile::find(std::string_view key) const {
 
 const GgufValue& GgufFile::get(std::string_view key) const {
   const GgufValue* v = find(key);
-  if (!v) fail("{}: required metadata '{}' is missing", source_, key);
+  if (!v) fail("{}: required metadata '{}' is missing", source_, excerpt(key, 100));
   return *v;
 }
 
@@ -285,7 +286,7 @@ bool GgufFile::get_bool(std::string_view key, bool fallback) const {
 const std::vector<GgufValue>& GgufFile::get_array(std::string_view key) const {
   const GgufValue& v = get(key);
   if (v.type != GgufType::ARRAY)
-    fail("{}: metadata '{}' is a {}, expected an array", source_, key, gguf_type_name(v.type));
+    fail("{}: metadata '{}' is a {}, expected an array", source_, excerpt(key, 100), gguf_type_name(v.type));
   return v.arr;
 }
 

@@ -41,7 +41,7 @@ static bool is_signed(GgufType t) {
 }
 
 uint64_t GgufValue::as_u64(std::string_view key) const {
-  if (!is_integer()) fail("metadata '{}' is a {}, expected an integer", key, gguf_type_name(type));
+  if (!is_integer()) fail("metadata '{}' is a {}, expected an integer", excerpt(key, 100), gguf_type_name(type));
   if (is_signed(type)) {
     if (i < 0) fail("metadata '{}' is negative ({}), expected a count", key, i);
     return static_cast<uint64_t>(i);
@@ -50,7 +50,7 @@ uint64_t GgufValue::as_u64(std::string_view key) const {
 }
 
 int64_t GgufValue::as_i64(std::string_view key) const {
-  if (!is_integer()) fail("metadata '{}' is a {}, expected an integer", key, gguf_type_name(type));
+  if (!is_integer()) fail("metadata '{}' is a {}, expected an integer", excerpt(key, 100), gguf_type_name(type));
   if (is_signed(type)) return i;
   if (u > static_cast<uint64_t>(INT64_MAX)) fail("metadata '{}' = {} does not fit in i64", key, u);
   return static_cast<int64_t>(u);
@@ -59,22 +59,22 @@ int64_t GgufValue::as_i64(std::string_view key) const {
 double GgufValue::as_f64(std::string_view key) const {
   if (type == GgufType::F32 || type == GgufType::F64) return f;
   if (is_integer()) return is_signed(type) ? static_cast<double>(i) : static_cast<double>(u);
-  fail("metadata '{}' is a {}, expected a number", key, gguf_type_name(type));
+  fail("metadata '{}' is a {}, expected a number", excerpt(key, 100), gguf_type_name(type));
 }
 
 bool GgufValue::as_bool(std::string_view key) const {
   if (type == GgufType::BOOL) return u != 0;
   if (is_integer()) return as_u64(key) != 0;
-  fail("metadata '{}' is a {}, expected a bool", key, gguf_type_name(type));
+  fail("metadata '{}' is a {}, expected a bool", excerpt(key, 100), gguf_type_name(type));
 }
 
 const std::string& GgufValue::as_string(std::string_view key) const {
-  if (type != GgufType::STRING) fail("metadata '{}' is a {}, expected a string", key, gguf_type_name(type));
+  if (type != GgufType::STRING) fail("metadata '{}' is a {}, expected a string", excerpt(key, 100), gguf_type_name(type));
   return s;
 }
 
 const std::vector<GgufValue>& GgufValue::as_array(std::string_view key) const {
-  if (type != GgufType::ARRAY) fail("metadata '{}' is a {}, expected an array", key, gguf_type_name(type));
+  if (type != GgufType::ARRAY) fail("metadata '{}' is a {}, expected an array", excerpt(key, 100), gguf_type_name(type));
   return arr;
 }
 

@@ -467,7 +467,7 @@ void KvCache::remove_positions(SeqId seq, int64_t from, int64_t n,
       }
       if (d >= window_first_block(len) && !ok)
         fail("cannot move positions [{}, {}) down by {}: the sliding-window layers no longer hold what the new "
-             "window needs (lower --sinks or raise --window)",
+             "window needs (fewer sink tokens or a larger window)",
              from + n, s.length, n);
     }
   }

@@ -38,7 +38,7 @@ uint64_t KvStorage::planned_bytes(const KvShape& s, int64_t block_size, int64_t 
   const auto positions = layer_blocks ? checked_mul(static_cast<uint64_t>(block_size), *layer_blocks) : std::nullopt;
   const auto bytes = positions ? checked_mul(per_layer, *positions) : std::nullopt;
   if (!bytes)
-    fail("KV cache of {} blocks x {} positions at {} bytes per position overflows 64 bits: lower -c", n_blocks,
+    fail("KV cache of {} blocks x {} positions at {} bytes per position overflows 64 bits: lower the context", n_blocks,
          block_size, per_token);
   return *bytes;
 }
@@ -58,10 +58,10 @@ KvStorage::KvStorage(const KvShape& shape, int64_t block_size, int64_t n_blocks,
   // planned_bytes is overflow-checked; the products below are parts of it.
   const uint64_t planned = planned_bytes(shape, block_size, n_blocks, type, n_window_layers_, n_window_blocks_);
   if (planned > budget_bytes)
-    fail("KV cache for {} positions needs {}, more than the memory budget of {}: lower -c{}",
+    fail("KV cache for {} positions needs {}, more than the memory budget of {}: lower the context{}",
          static_cast<uint64_t>(block_size) * static_cast<uint64_t>(n_blocks), format_bytes(planned),
          format_bytes(budget_bytes),
-         type == DType::F32 ? " or use --cache-type f16" : type == DType::F16 ? " or use --cache-type q8_0" : "");
+         type == DType::F32 ? " or use an f16 cache" : type == DType::F16 ? " or use a q8_0 cache" : "");
   vec_bytes_ = row_bytes(type, static_cast<uint64_t>(shape.head_dim));
   block_bytes_ = static_cast<uint64_t>(shape.n_kv_head) * static_cast<uint64_t>(block_size) * vec_bytes_;
   half_bytes_ = 0;

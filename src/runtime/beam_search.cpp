@@ -42,7 +42,7 @@ void run_to_ready(Engine& e, std::span<const Engine::Id> ids) {
     if (all) return;
     if (e.step().empty()) {
       for (const auto& id : ids)
-        if (e.stopped(id)) fail("beam search: the KV pool cannot hold the beams (raise -c)");
+        if (e.stopped(id)) fail("beam search: the KV pool cannot hold the beams (a larger pool can)");
     }
   }
 }
@@ -50,7 +50,7 @@ void run_to_ready(Engine& e, std::span<const Engine::Id> ids) {
 }  // namespace
 
 BeamResult beam_search(Engine& e, std::span<const int32_t> prompt, const BeamOptions& o) {
-  if (o.width < 1) fail("--beam must be at least 1, got {}", o.width);
+  if (o.width < 1) fail("the beam width must be at least 1, got {}", o.width);
   if (o.max_tokens < 1) fail("beam search needs at least 1 token to generate, got {}", o.max_tokens);
   // W beams and the W candidates forked from them live at once.
   e.check_fits(2 * static_cast<int64_t>(o.width), static_cast<int64_t>(prompt.size()), o.max_tokens, "beam search");

@@ -7,7 +7,9 @@
 // rendering. When a turn's prompt would leave less than `reply_room` tokens
 // of context, the oldest user/assistant pairs are dropped (the system message
 // stays) until it fits; a turn that cannot fit even alone is refused with a
-// tally::Error and the conversation is left as it was, still usable.
+// tally::Error and the conversation is left as it was, still usable. A reply
+// whose generation was cancelled stays in the conversation as far as it got,
+// marked stopped (stopped(i)); the model sees it as it is.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -39,6 +41,14 @@ class Conversation {
   TurnResult say(const std::string& user, const GenerateOptions& o, const std::function<void(const std::string&)>& on_text);
 
   const std::vector<ChatMessage>& messages() const { return messages_; }
+  // Message i is a reply cut short by a cancel (GenerateOptions::cancel).
+  bool stopped(size_t i) const { return i < stopped_.size() && stopped_[i]; }
+
+  // Replaces the system message ("" removes it; the template's default then
+  // applies); the turns stay, and the next turn renders them after it.
+  void set_system(std::string system);
+  // Forgets every turn; the system message stays.
+  void clear();
 
   // Saves the session with the messages (as JSON meta) to `path`; load()
   // restores both, so the next turn prefills only itself.
@@ -52,6 +62,7 @@ class Conversation {
   const Tokenizer& tok_;
   const ChatTemplate& tmpl_;
   std::vector<ChatMessage> messages_;
+  std::vector<bool> stopped_;  // parallel to messages_
   size_t first_turn_ = 0;  // index of the first user message (after the system message)
 };
 

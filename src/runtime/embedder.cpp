@@ -11,7 +11,7 @@ Pooling pooling_from_name(std::string_view name) {
   if (name == "none") return Pooling::None;
   if (name == "mean") return Pooling::Mean;
   if (name == "last") return Pooling::Last;
-  fail("--pool must be none, mean or last, got '{}'", excerpt(name));
+  fail("the pooling must be none, mean or last, got '{}'", excerpt(name));
 }
 
 Embedding embed(const Model& model, std::span<const int32_t> tokens, int64_t layer, Pooling pool, int n_threads) {
@@ -23,7 +23,7 @@ Embedding embed(const Model& model, std::span<const int32_t> tokens, int64_t lay
   const auto& c = model.config();
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) fail("nothing to embed: the prompt has no tokens");
-  if (layer < -1 || layer > c.n_layer) fail("--layer must be between 0 and {}, got {}", c.n_layer, layer);
+  if (layer < -1 || layer > c.n_layer) fail("the layer must be between 0 and {} (the blocks of this model), got {}", c.n_layer, layer);
   if (layer == -1) layer = c.n_layer;
   Forward f(model, threads, n, n, 1);
   const bool final_norm = layer == c.n_layer;

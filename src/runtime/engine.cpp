@@ -60,7 +60,7 @@ Engine::Engine(const Model& model, const EngineOptions& o) try
   entry_slot_.reserve(static_cast<size_t>(max_sequences_));
   ready_.reserve(static_cast<size_t>(max_sequences_));
 } catch (const std::bad_alloc&) {
-  fail("cannot allocate an engine with a context of {} tokens and steps of {} tokens: lower -c or --batch",
+  fail("cannot allocate an engine with a context of {} tokens and steps of {} tokens: lower the context or the batch",
        effective_context(model, o.n_ctx), o.step_tokens);
 }
 
@@ -409,10 +409,10 @@ int64_t Engine::reuse_prefix(Id id, std::span<const int32_t> tokens) {
 
 void Engine::check_window(Id id, int64_t sinks) const {
   const int64_t bs = cache_.block_size(), window = get(id).max_len;
-  if (sinks < 0) fail("--sinks must be >= 0, got {}", sinks);
+  if (sinks < 0) fail("the number of sink tokens must be >= 0, got {}", sinks);
   if (sinks + bs + 1 > window)
-    fail("--window {} is too small for --sinks {}: a slide drops a block of {} positions, so the window needs at "
-         "least {} (sinks + block + 1)",
+    fail("a window of {} positions is too small for {} sink tokens: a slide drops a block of {} positions, so the "
+         "window needs at least {} (sinks + block + 1)",
          window, sinks, bs, sinks + bs + 1);
 }
 
@@ -487,10 +487,10 @@ std::string Engine::load(Id id, const std::string& path) {
   if (h.n_layer != c.n_layer || h.n_kv_head != c.n_kv_head || h.head_dim != c.head_dim)
     fail("{}: the session's cache shape does not match this model", path);
   if (h.cache_type != cache_.storage().type())
-    fail("{}: the session holds a {} cache; this one is {} (use --cache-type {})", path, dtype_name(h.cache_type),
+    fail("{}: the session holds a {} cache; this one is {} (load it into a {} cache)", path, dtype_name(h.cache_type),
          dtype_name(cache_.storage().type()), kv_cache_type_flag(h.cache_type));
   if (static_cast<int64_t>(h.n_tokens) > get(id).max_len)
-    fail("{}: the session holds {} positions, more than this context of {} (raise -c)", path, h.n_tokens,
+    fail("{}: the session holds {} positions, more than this context of {} (load it into a larger context)", path, h.n_tokens,
          get(id).max_len);
   for (int32_t t : d.tokens)
     if (t < 0 || t >= c.n_vocab) fail("{}: token id {} is outside the vocabulary [0, {})", path, t, c.n_vocab);

@@ -30,7 +30,9 @@ void speculate(Session& s, Generation& gen, const GenerateOptions& o, std::span<
   };
   take(gen.step(logits, history, s.n_ctx() - s.length()));
   std::vector<int32_t> batch;
-  while (!gen.finished()) {
+  for (;;) {
+    if (!gen.finished() && o.cancel != nullptr && o.cancel->load()) gen.end(Finish::Cancelled);
+    if (gen.finished()) break;
     const int64_t base = s.length();  // the cache holds history but its last token
     const int64_t fit = s.n_ctx() - base - 1;  // guesses that fit after it
     const int64_t k = std::min(length.next(), fit);
@@ -70,7 +72,7 @@ GenerateResult generate(Session& s, std::span<const int32_t> prompt, const Gener
                         const std::function<void(const Emission&)>& on_emit, const Tokenizer* tok) {
   if (prompt.empty()) fail("the prompt is empty: nothing to generate from");
   if (o.max_tokens < -1) fail("token limit must be >= 0 (or -1: none), got {}", o.max_tokens);
-  if (o.max_tokens == -1 && o.sinks < 0) fail("generating with no token limit needs a sliding window (--stream)");
+  if (o.max_tokens == -1 && o.sinks < 0) fail("generating with no token limit needs a sliding window (sink tokens)");
   if (o.sinks >= 0 && !o.use_cache) fail("a sliding window slides the cache; it has no no-cache mode");
   if (o.sinks >= 0) s.check_window(o.sinks);
   if (o.draft_max < 0) fail("the draft length must be >= 0, got {}", o.draft_max);
@@ -83,7 +85,7 @@ GenerateResult generate(Session& s, std::span<const int32_t> prompt, const Gener
   if (o.sinks >= 0 && s.length() + static_cast<int64_t>(prompt.size()) > s.n_ctx())
     r.slid += s.slide(static_cast<int64_t>(prompt.size()), o.sinks);
   if (s.length() + static_cast<int64_t>(prompt.size()) > s.n_ctx())
-    fail("the prompt has {} tokens, more than the {} left in the context of {} (raise -c)", prompt.size(),
+    fail("the prompt has {} tokens, more than the {} left in the context of {}", prompt.size(),
          s.n_ctx() - s.length(), s.n_ctx());
   r.prompt_tokens = static_cast<int64_t>(prompt.size());
   Generation gen(o, tok);
@@ -114,6 +116,7 @@ GenerateResult generate(Session& s, std::span<const int32_t> prompt, const Gener
           history.erase(history.begin(), history.end() - 1024);
         emit(*e);
       }
+      if (!gen.finished() && o.cancel != nullptr && o.cancel->load()) gen.end(Finish::Cancelled);
       if (gen.finished()) break;
       const int32_t next = gen.next();
       if (o.sinks >= 0) r.slid += s.slide(1, o.sinks);

@@ -6,6 +6,7 @@
 // end-of-generation token, a stop string, the token limit or a full context.
 // With use_cache = false every step recomputes the whole sequence from an
 // empty cache (the baseline).
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -26,6 +27,9 @@ struct GenerateOptions : GenerationParams {
   // rows of logits: EngineOptions::logit_rows). Greedy output is unchanged;
   // sampled output keeps its distribution.
   int64_t draft_max = 0;
+  // Set (by another thread or a signal handler): the generation finishes as
+  // Cancelled after the token it is making, which is kept.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct GenerateResult {

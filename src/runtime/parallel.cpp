@@ -15,7 +15,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 ParallelResult generate_parallel(Engine& e, std::span<const int32_t> prompt, int n, const GenerateOptions& o,
                                  const std::function<void(int, const Emission&)>& on_emit, const Tokenizer* tok) {
-  if (n < 1) fail("--parallel must be at least 1, got {}", n);
+  if (n < 1) fail("the number of continuations must be at least 1, got {}", n);
   if (o.max_tokens < 0) fail("token limit must be >= 0, got {}", o.max_tokens);
   if (!o.use_cache) fail("parallel sampling shares the prompt's cache; it has no no-cache mode");
   e.check_fits(n, static_cast<int64_t>(prompt.size()), o.max_tokens, "parallel sampling");

@@ -11,16 +11,16 @@
 namespace tally {
 
 void SamplerParams::validate() const {
-  if (!(temperature >= 0) || !std::isfinite(temperature)) fail("--temp must be >= 0, got {}", temperature);
-  if (top_k < 0) fail("--top-k must be >= 0, got {}", top_k);
-  if (!(top_p > 0 && top_p <= 1)) fail("--top-p must be in (0, 1], got {}", top_p);
-  if (!(min_p >= 0 && min_p < 1)) fail("--min-p must be in [0, 1), got {}", min_p);
+  if (!(temperature >= 0) || !std::isfinite(temperature)) fail("the temperature must be >= 0, got {}", temperature);
+  if (top_k < 0) fail("top-k must be >= 0, got {}", top_k);
+  if (!(top_p > 0 && top_p <= 1)) fail("top-p must be in (0, 1], got {}", top_p);
+  if (!(min_p >= 0 && min_p < 1)) fail("min-p must be in [0, 1), got {}", min_p);
   if (!(repeat_penalty > 0) || !std::isfinite(repeat_penalty))
-    fail("--repeat-penalty must be > 0, got {}", repeat_penalty);
+    fail("the repeat penalty must be > 0, got {}", repeat_penalty);
   if (repeat_last_n < 0) fail("repeat window must be >= 0, got {}", repeat_last_n);
-  if (!(presence_penalty >= -2 && presence_penalty <= 2)) fail("presence_penalty must be in [-2, 2], got {}", presence_penalty);
+  if (!(presence_penalty >= -2 && presence_penalty <= 2)) fail("the presence penalty must be in [-2, 2], got {}", presence_penalty);
   if (!(frequency_penalty >= -2 && frequency_penalty <= 2))
-    fail("frequency_penalty must be in [-2, 2], got {}", frequency_penalty);
+    fail("the frequency penalty must be in [-2, 2], got {}", frequency_penalty);
   for (const auto& [id, bias] : logit_bias)
     if (id < 0 || std::isnan(bias) || bias == std::numeric_limits<float>::infinity())
       fail("logit bias {} for token {}: the id must be >= 0 and the bias a number or -infinity", bias, id);

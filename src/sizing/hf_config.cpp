@@ -127,7 +127,8 @@ uint64_t hf_dtype_bytes(std::string_view name) {
   return 0;
 }
 
-ModelShape shape_from_hf_config_text(const std::string& text, const std::string& source, bool want_weights) {
+ModelShape shape_from_hf_config_text(const std::string& text, const std::string& source, bool want_weights,
+                                     std::optional<double> weights_bits) {
   const json top = parse_json_input(text, source);
   const ConfigSection c(top, source);
   ModelShape s;
@@ -152,6 +153,7 @@ ModelShape shape_from_hf_config_text(const std::string& text, const std::string&
     s.head_dim = *hidden / s.n_head;
   }
   read_sliding_window(c, source, s);
+  if (const auto ctx = c.get_int("max_position_embeddings"); ctx && *ctx > 0) s.trained_context = *ctx;
   if (!want_weights) return s;
 
   for (const char* moe : {"num_experts", "num_local_experts", "n_routed_experts"})
@@ -172,19 +174,26 @@ ModelShape shape_from_hf_config_text(const std::string& text, const std::string&
   d.qk_norm = s.kind.starts_with("qwen3");
   d.qkv_bias = c.get_bool_either("attention_bias").value_or(false) || s.kind.starts_with("qwen2");
   s.parameters = dense_decoder_parameters(d);
+  if (weights_bits) {
+    s.weights_bytes = static_cast<uint64_t>(static_cast<double>(*s.parameters) * *weights_bits / 8 + 0.5);
+    return s;
+  }
 
   const auto dtype = c.weights_dtype();
-  if (!dtype) fail("{}: missing 'torch_dtype' or 'dtype' (needed for the weight bytes; or give --weights-bytes)", source);
+  if (!dtype) fail("{}: missing 'torch_dtype' or 'dtype' (needed for the weight bytes; or give --weights-bytes or "
+         "--weights-dtype)",
+         source);
   const uint64_t bytes = hf_dtype_bytes(*dtype);
-  if (bytes == 0) fail("{}: unknown weight dtype '{}' (give --weights-bytes)", source, excerpt(*dtype, 40));
+  if (bytes == 0) fail("{}: unknown weight dtype '{}' (give --weights-bytes or --weights-dtype)", source, excerpt(*dtype, 40));
   s.weights_dtype = *dtype;
   s.weights_bytes = mul(*s.parameters, bytes);
   return s;
 }
 
-ModelShape shape_from_hf_config(const std::string& path, bool want_weights) {
+ModelShape shape_from_hf_config(const std::string& path, bool want_weights, std::optional<double> weights_bits) {
   // Real configs are a few KiB; the limit only stops endless input.
-  return shape_from_hf_config_text(read_text_file(path, "config file", kMaxConfigBytes), path, want_weights);
+  return shape_from_hf_config_text(read_text_file(path, "config file", kMaxConfigBytes), path, want_weights,
+                                   weights_bits);
 }
 
 }  // namespace tally

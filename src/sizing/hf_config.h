@@ -4,6 +4,7 @@
 // decoders, the parameter count and weight bytes from its sizes and dtype.
 // Untrusted input: every error names the file and the field.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -32,10 +33,13 @@ uint64_t dense_decoder_parameters(const DenseDecoderDims& d);
 
 // Reads a config.json (its "text_config" when present). With `want_weights`
 // it also computes the parameter count and weight bytes, and then requires
-// hidden_size, intermediate_size, vocab_size and a torch_dtype/dtype.
-ModelShape shape_from_hf_config(const std::string& path, bool want_weights = true);
+// hidden_size, intermediate_size, vocab_size and, unless `weights_bits` says
+// how many bits each weight takes, a torch_dtype/dtype.
+ModelShape shape_from_hf_config(const std::string& path, bool want_weights = true,
+                                std::optional<double> weights_bits = std::nullopt);
 // The same from the text of a config; `source` names it in errors.
-ModelShape shape_from_hf_config_text(const std::string& text, const std::string& source, bool want_weights = true);
+ModelShape shape_from_hf_config_text(const std::string& text, const std::string& source, bool want_weights = true,
+                                     std::optional<double> weights_bits = std::nullopt);
 
 // Bytes per number of a config's dtype name ("bfloat16" -> 2); 0 when unknown.
 uint64_t hf_dtype_bytes(std::string_view name);

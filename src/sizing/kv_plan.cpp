@@ -1,6 +1,7 @@
 #include "sizing/kv_plan.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include "core/byte_size.h"
 #include "core/checked_math.h"
@@ -35,14 +36,56 @@ std::vector<uint64_t> parse_token_list(std::string_view list) {
     const size_t comma = list.find(',', start);
     const std::string_view entry = trim(list.substr(start, comma == std::string_view::npos ? list.npos : comma - start));
     if (entry.empty()) fail("--tokens '{}': entry {} is empty", excerpt(list), i);
-    const auto v = parse_whole(entry);
-    if (!v) fail("--tokens '{}': entry {} '{}' is not a whole number of tokens", excerpt(list), i, excerpt(entry));
-    if (*v == 0) fail("--tokens '{}': entry {} is zero; a context holds at least one token", excerpt(list), i);
-    out.push_back(*v);
+    const uint64_t v = parse_token_count(entry, fmt::format("--tokens '{}': entry {}", excerpt(list), i));
+    if (v == 0) fail("--tokens '{}': entry {} is zero; a context holds at least one token", excerpt(list), i);
+    out.push_back(v);
     if (comma == std::string_view::npos) break;
     start = comma + 1;
   }
   return out;
+}
+
+namespace {
+
+struct Mix {
+  const char* name;
+  double bits;
+};
+// llama.cpp's Q4_K_M mix (most matrices Q4_K, some Q6_K, norms F32), at the
+// bits per weight of qwen2.5-coder:1.5b's file: 1,111,370,240 bytes for
+// 1,777,088,000 weights, 5.003 bits (scripts/fixtures/weight_mix_bits.py).
+// Smaller models keep more in wider formats (qwen2.5-coder:0.5b's file:
+// 6.16 bits; gemma3:270m's: 7.36), so this is an estimate for models of a
+// billion weights and more.
+constexpr Mix kMixes[] = {{"q4_k_m", 5.0}};
+constexpr DType kBlockFormats[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q6_K, DType::Q5_K,
+                                   DType::Q5_1, DType::Q5_0, DType::Q4_K, DType::Q4_1, DType::Q4_0};
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
+
+std::optional<WeightFormat> weight_format(std::string_view name) {
+  const std::string n = lower(name);
+  for (DType t : kBlockFormats)
+    if (lower(dtype_name(t)) == n) {
+      const auto& tr = traits(t);
+      return WeightFormat{n, 8.0 * tr.type_size / tr.block_size, false};
+    }
+  for (const Mix& m : kMixes)
+    if (n == m.name) return WeightFormat{n, m.bits, true};
+  return std::nullopt;
+}
+
+std::string weight_format_names() {
+  std::string s;
+  for (DType t : kBlockFormats) s += (s.empty() ? "" : ", ") + lower(dtype_name(t));
+  for (const Mix& m : kMixes) s += std::string(", ") + m.name;
+  return s;
 }
 
 uint64_t kv_cache_bytes(uint64_t bytes_per_token, uint64_t tokens, uint64_t batch) {

@@ -17,8 +17,24 @@ namespace tally {
 // The number formats a cache plan accepts: f32, f16, bf16, q8_0, q4_0
 // (case-insensitive). Throws naming `name` and the accepted list otherwise.
 DType kv_plan_dtype(std::string_view name);
-// "512,4096,32768" -> {512, 4096, 32768}; every entry a positive whole number.
+// "512,4096,32768" or "512,4k,32K" -> {512, 4096, 32768}: every entry a
+// positive number of tokens (core/byte_size.h: parse_token_count).
 std::vector<uint64_t> parse_token_list(std::string_view list);
+
+// How a model's weights are stored, for sizing them from a parameter count:
+// bits per weight of GGUF's block formats (q8_0: 34 bytes per 32 weights =
+// 8.5 bits), and llama.cpp's Q4_K_M mix at the bits per weight measured on a
+// catalog file (an estimate: a mix keeps some matrices in other formats, in
+// shares that differ by model).
+struct WeightFormat {
+  std::string name;
+  double bits_per_weight = 0;
+  bool estimate = false;
+};
+// Case-insensitive; nullopt for a name that is none of weight_format_names().
+std::optional<WeightFormat> weight_format(std::string_view name);
+// "f32, f16, bf16, q8_0, ...": the names weight_format() takes.
+std::string weight_format_names();
 
 // Bytes of the cache holding `tokens` positions for each of `batch` sequences.
 uint64_t kv_cache_bytes(uint64_t bytes_per_token, uint64_t tokens, uint64_t batch);

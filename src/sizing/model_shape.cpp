@@ -43,6 +43,8 @@ ModelShape shape_from_gguf(const GgufFile& f) {
   s.head_dim = a.head_dim;
   s.window = a.window;
   s.n_window_layers = a.n_window_layers;
+  if (const uint64_t ctx = f.get_u64(a.arch + ".context_length", 0); ctx > 0 && ctx <= uint64_t{1} << 40)
+    s.trained_context = static_cast<int64_t>(ctx);
   if (!f.tensors().empty()) {
     uint64_t elements = 0;
     for (const auto& t : f.tensors()) {
@@ -62,7 +64,7 @@ ModelShape read_model_shape(const ShapeSource& src) {
   if (any_flag && (!src.gguf.empty() || !src.config.empty()))
     fail("give the shape either from a file (-m or --config) or with --layers/--heads/--kv-heads/--head-dim, not both");
   if (!src.gguf.empty()) return shape_from_gguf(src.gguf);
-  if (!src.config.empty()) return shape_from_hf_config(src.config, src.want_weights);
+  if (!src.config.empty()) return shape_from_hf_config(src.config, src.want_weights, src.weights_bits);
   if (!any_flag)
     fail("no model shape given: use -m GGUF, --config config.json, or --layers L --heads H --kv-heads KV --head-dim D");
   const std::pair<const char*, std::optional<int64_t>> flags[] = {

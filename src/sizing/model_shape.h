@@ -28,6 +28,9 @@ struct ModelShape {
   std::optional<uint64_t> parameters;
   std::optional<uint64_t> weights_bytes;
   std::string weights_dtype;  // the config's dtype name ("bfloat16"), "" otherwise
+  // The context the model was trained for (GGUF context_length, a config's
+  // max_position_embeddings), when the source says.
+  std::optional<int64_t> trained_context;
 
   KvShape kv() const { return {n_layer, n_kv_head, head_dim}; }
 };
@@ -46,6 +49,9 @@ struct ShapeSource {
   std::string config;
   std::optional<int64_t> layers, heads, kv_heads, head_dim;
   bool want_weights = true;  // for a config: count its parameters
+  // For a config: its weights stored in this format instead of its torch_dtype
+  // (a GGUF made from it), bits per weight (sizing/kv_plan.h: weight_format).
+  std::optional<double> weights_bits;
 };
 // Checks that exactly one source is given, then reads it.
 ModelShape read_model_shape(const ShapeSource& src);

@@ -20,6 +20,61 @@ expect_error "wrong magic" "not a GGUF file" "$tally" inspect -m "$tmp/badmagic.
 expect_error "unknown subcommand" "unknown command 'frobnicate' \\(commands: inspect, " "$tally" frobnicate
 expect_error "unknown lab subcommand" "unknown command 'frob' \\(lab commands: causal" "$tally" lab frob
 
+# The command line as llama.cpp and Ollama users type it (issue: a CLI that feels at home).
+"$tally" >"$tmp/out" 2>"$tmp/err"
+check "tally alone prints the help, exit 0" test $? -eq 0 -a ! -s "$tmp/err"
+check "tally alone lists the commands" grep -q "^  run  *Generate text from a prompt" "$tmp/out"
+expect_usage "a mistyped command" "tally" "unknown command 'rn' \\(did you mean run\\?\\)" "$tally" rn
+expect_usage "a mistyped lab command" "tally lab" "unknown command 'speedp' \\(did you mean lab speedup\\?\\)" "$tally" lab speedp
+expect_usage "a mistyped flag, named before its value" "tally run" "^tally: unknown option '--ctx-sz' \\(did you mean --ctx-size\\?\\)" "$tally" run --ctx-sz 2048 -p hi
+expect_usage "an unknown flag, no guess" "tally kv-plan" "^tally: unknown option '--frobnicate'$|unknown option '--frobnicate' \\(see" "$tally" kv-plan --frobnicate 3
+expect_usage "-ctx reads as -c tx, named so" "tally run" "--ctx: 'tx' is not a number of tokens" "$tally" run -ctx 2048 -p hi
+expect_usage "-sys without --chat" "tally run" "--system is the chat template's system message: it goes with --chat" "$tally" run -sys "Be brief." -p hi
+expect_usage "out of range: negative temperature" "tally run" "--temp: -1 is out of range \\(0 to 100\\)" "$tally" run -p hi --temp -1
+expect_usage "not a number: temperature" "tally run" "--temp: 'abc' is not a finite decimal number" "$tally" run -p hi --temp abc
+expect_usage "top-p 0" "tally run" "--top-p must be greater than 0" "$tally" run -p hi --top-p 0
+expect_usage "an int flag past 2^31 names its range" "tally run" "--top-k: 3000000000 is out of range \\(0 to 2147483647\\)" "$tally" run -p hi --top-k 3000000000
+expect_usage "logits --top 2^63" "tally logits" "--top: 9223372036854775808 is out of range \\(1 to 1048576\\)" "$tally" logits -p hi --top 9223372036854775808
+expect_usage "bench -r 2^31" "tally bench" "--repetitions: 2147483648 is out of range \\(1 to 1000\\)" "$tally" bench -r 2147483648
+expect_usage "serve --drain-seconds 2^31" "tally serve" "--drain-seconds: 2147483648 is out of range \\(0 to 86400\\)" "$tally" serve --drain-seconds 2147483648
+expect_usage "-p and -f together" "tally run" "-p and -f both give the prompt" "$tally" run -p hi -f /etc/hostname
+expect_usage "--length-penalty without --beam" "tally run" "--length-penalty scores beams: it needs --beam W" "$tally" run -p hi --length-penalty 2
+expect_usage "--no-prefix-cache with one sequence" "tally run" "--no-prefix-cache is for several sequences" "$tally" run -p hi --no-prefix-cache
+expect_usage "--simd ''" "tally run" "--simd: '' is not one of scalar" "$tally" run -p hi --simd ''
+expect_usage "--kv-budget ''" "tally run" "--kv-budget: --kv-budget '' is not a byte count" "$tally" run -p hi --kv-budget ''
+expect_usage "--scalar with --simd" "tally run" "--scalar and --simd avx2 do not go together" "$tally" run -p hi --scalar --simd avx2 -m /nonexistent.gguf
+expect_usage "bench --batch 0" "tally bench" "--batch: 0 is out of range \\(1 to 8192\\)" "$tally" bench --batch 0 --parallel 2
+expect_usage "bench --batch -1" "tally bench" "--batch: -1 is out of range \\(1 to 8192\\)" "$tally" bench --batch -1 --parallel 2
+expect_usage "bench --batch 8193" "tally bench" "--batch: 8193 is out of range \\(1 to 8192\\)" "$tally" bench --batch 8193 --parallel 2
+expect_usage "bench --batch without --parallel" "tally bench" "--batch is the token budget of a step with --parallel" "$tally" bench --batch 64
+expect_usage "bench --ttft -1" "tally bench" "--ttft: -1 is out of range \\(1 to 16777216\\)" "$tally" bench --ttft -1
+expect_usage "bench --ttft at -p" "tally bench" "--ttft 512 must be below -p 512" "$tally" bench --ttft 512
+expect_usage "bench --probe --no-probe" "tally bench" "--probe excludes --no-probe|--no-probe excludes --probe" "$tally" bench --probe --no-probe
+expect_usage "lab scores --recompute-limit -1" "tally lab scores" "--recompute-limit: -1 is out of range \\(0 to 16777216\\)" "$tally" lab scores --recompute-limit -1
+expect_usage "lab takes no -c" "tally lab speedup" "unknown option '-c'" "$tally" lab speedup -c 16
+expect_usage "embed takes no --cache-type" "tally embed" "unknown option '--cache-type'" "$tally" embed -p hi --cache-type q8_0
+expect_usage "kv-plan --weights-dtype without a config" "tally kv-plan" "--weights-dtype sizes a config's weights" "$tally" kv-plan --layers 2 --heads 2 --kv-heads 1 --head-dim 8 --weights-dtype q8_0
+expect_usage "kv-plan --weights-dtype unknown" "tally kv-plan" "--weights-dtype: 'q3_k_s' is not one of f32, f16, bf16" "$tally" kv-plan --config /dev/null --weights-dtype q3_k_s
+# Help and version are output like any other: a full device is an error.
+if [ -w /dev/full ]; then
+  expect_full "--help to a full device" "$tally" --help
+  expect_full "run --help to a full device" "$tally" run --help
+  expect_full "--version to a full device" "$tally" --version
+fi
+# Sizes and token counts with units.
+expect_ok "kv-plan --budget 24GB, --tokens 8k, --weights-bytes 4.9GiB" "budget: +24000000000 B .*" "$tally" kv-plan --layers 36 --heads 32 --kv-heads 8 --head-dim 128 --budget 24GB --weights-bytes 4.9GiB --tokens 8k,128K
+expect_ok "--tokens 8k is 8192" "^8192 tokens " "$tally" kv-plan --layers 36 --heads 32 --kv-heads 8 --head-dim 128 --tokens 8k
+expect_ok "--weights-bytes 4.9GiB" "weights: +5261334938 B" "$tally" kv-plan --layers 36 --heads 32 --kv-heads 8 --head-dim 128 --weights-bytes 4.9GiB
+smol_config="$(dirname "$0")/../fixtures/configs/smollm2-135m-instruct.json"
+if [ -f "$smol_config" ]; then
+  expect_ok "kv-plan counts a config's weights as bf16" "parameters x 2 bytes \\(bfloat16, counted from the config\\)" "$tally" kv-plan --config "$smol_config"
+  expect_ok "kv-plan --weights-dtype q8_0" "parameters x 8.5 bits \\(q8_0, counted from the config\\)" "$tally" kv-plan --config "$smol_config" --weights-dtype q8_0
+  expect_ok "kv-plan --weights-dtype q4_k_m says it estimates" "x 5 bits \\(q4_k_m: a mix of formats, so an estimate" "$tally" kv-plan --config "$smol_config" --weights-dtype q4_k_m
+  expect_ok "kv-plan notes the trained context" "note: the budget holds [0-9]+ tokens, but the model was trained for 8192" "$tally" kv-plan --config "$smol_config" --budget 24GB
+else
+  echo "FAIL the config fixture $smol_config is missing"; failures=$((failures + 1))
+fi
+
 # Files: a FIFO as a model is refused at once; a directory is never read as empty text.
 mkfifo "$tmp/fifo.gguf"
 expect_error "FIFO as a model" "fifo.gguf: not a regular file \\(a FIFO\\)" timeout 10 "$tally" inspect -m "$tmp/fifo.gguf"
@@ -34,7 +89,7 @@ expect_ok "HF folder runs" "^[^ ]" "$tally" run -m "$folder" -p "It is a truth" 
 expect_ok "HF folder in kv-plan" "qwen3-hf \\(qwen3\\)" "$tally" kv-plan -m "$folder"
 # Numbers: no wrap, no saturation, no octal, hex, inf or nan; byte sizes through one parser.
 expect_error "-n above int64" "--n-predict: 99999999999999999999 is out of range" "$tally" run -p hi -n 99999999999999999999
-expect_error "negative seed" "--seed: -1 is out of range \\(0 to 18446744073709551615\\)" "$tally" run -p hi --seed -1
+expect_error "seed below -1" "--seed: -2 is out of range \\(-1 to 9223372036854775807\\)" "$tally" run -p hi --seed -2
 expect_error "hex count" "--n-predict: '0x10' is not a whole decimal number" "$tally" run -p hi -n 0x10
 expect_error "infinite temperature" "--temp: 'inf' is not a finite decimal number" "$tally" run -p hi --temp inf
 expect_error "negative kv budget" "--kv-budget '-1' is not a byte count" "$tally" run -p hi --kv-budget -1
@@ -91,19 +146,19 @@ if [ -f "$model" ]; then
   expect_error "truncated model" "past the end|truncated" "$tally" inspect -m "$tmp/truncated.gguf"
   expect_error "negative temperature" "--temp" "$tally" run -m "$model" -p hi --temp -1
   expect_error "top-p out of range" "--top-p" "$tally" run -m "$model" -p hi --top-p 1.5
-  expect_error "bad cache type" "--cache-type must be f16, f32, q8_0 or q4_0, got 'q9'" "$tally" run -m "$model" -p hi --cache-type q9
-  expect_error "bench bad cache type" "--cache-type must be f16, f32, q8_0 or q4_0" "$tally" bench -m "$model" --cache-type q4_k --no-probe
+  expect_error "bad cache type" "--cache-type: 'q9' is not one of f16, f32, q8_0, q4_0 \\(see tally run --help\\)" "$tally" run -m "$model" -p hi --cache-type q9
+  expect_error "bench bad cache type" "--cache-type: 'q4_k' is not one of f16, f32, q8_0, q4_0" "$tally" bench -m "$model" --cache-type q4_k --no-probe
   expect_ok "kv-plan q8_0: 34 bytes per 32 numbers" "per token +12240 B" "$tally" kv-plan -m "$model" --dtype q8_0
   expect_ok "kv-plan q4_0: 18 bytes per 32 numbers" "per token +6480 B" "$tally" kv-plan -m "$model" --dtype q4_0
   expect_ok "greedy run, q8_0 cache" "Paris" "$tally" run -m "$model" -p "The capital of France is" -n 8 --temp 0 --cache-type q8_0
   expect_ok "greedy run, q4_0 cache, scalar" "Paris" "$tally" run -m "$model" -p "The capital of France is" -n 4 --temp 0 --cache-type q4_0 --simd scalar
-  expect_error "unknown kernel level" "--simd must be" "$tally" run -m "$model" -p hi --simd sse9
+  expect_error "unknown kernel level" "--simd: 'sse9' is not one of scalar, avx2" "$tally" run -m "$model" -p hi --simd sse9
   expect_ok "attention kernels alone" "attention at depth 300 \(30 layers x 3 kv heads\)" "$tally" bench -m "$model" --attention --no-probe -d 300 -r 1 --cache-type q4_0
   expect_ok "prefill-path attention" "prefill path: 64 causal queries after 2048 keys, [0-9]+ at a time, one layer \| [0-9.]+ \|" "$tally" bench -m "$model" --attention --no-probe -d 300 -r 1
   expect_error "attention benchmark at depth 0" "-d values must be at least 1 with --attention" "$tally" bench -m "$model" --attention --no-probe -d 0
   # A stream's window is checked before it starts, not at its first slide.
-  expect_error "sinks larger than the window" "--window 16 is too small for --sinks 40" "$tally" run -m "$model" --stream --sinks 40 --window 16 -p hi -n 1
-  expect_error "window smaller than a block" "--window 8 is too small for --sinks 0: a slide drops a block" "$tally" run -m "$model" --stream --sinks 0 --window 8 -p hi -n 1
+  expect_error "sinks larger than the window" "--window 16 with --sinks 40: a window of 16 positions is too small for 40 sink tokens" "$tally" run -m "$model" --sinks 40 --window 16 -p hi -n 1
+  expect_error "window smaller than a block" "--window 8 with --sinks 0: .* a slide drops a block" "$tally" run -m "$model" --sinks 0 --window 8 -p hi -n 1
   expect_ok "save a session" "\"prompt_tokens\": ?5" "$tally" run -m "$model" -p "The capital of France is" -n 0 --json --save-session "$tmp/good.session"
   expect_ok "a loaded session reports its tokens and load time" "\"session_tokens\": ?5.*session_load_ms|session_load_ms.*\"session_tokens\": ?5" "$tally" run -m "$model" --load-session "$tmp/good.session" -n 1 --json
   printf 'not a session' >"$tmp/bad.session"
@@ -157,7 +212,8 @@ for t, e in zip(j["token_ids"], lp):
   expect_error "parallel outnumbering the pool" "parallel sampling: 1000 sequences .* the pool holds 16" timeout 20 "$tally" run -m "$model" -p x -n 64 --parallel 1000 -c 512
   expect_error "parallel past its bound" "--parallel: 100000 is out of range" "$tally" run -m "$model" -p x --parallel 100000
   expect_ok "scalar kernels" "Paris" "$tally" run -m "$model" -p "The capital of France is" -n 4 --temp 0 --simd scalar
-  expect_error "negative -n" "-n must be" "$tally" run -m "$model" -p hi -n -1
+  expect_error "-n -1 without a window" "-n -1 \\(no limit\\) needs a sliding window \\(--sinks N\\)" "$tally" run -m "$model" -p hi -n -1
+  expect_error "-n below -1" "--n-predict: -2 is out of range \\(-1 to 16777216\\)" "$tally" run -m "$model" -p hi -n -2
   expect_error "zero threads is fine but negative is not" "--threads: -2 is out of range" "$tally" run -m "$model" -p hi -t -2
   expect_error "prompt longer than context" "more than the .* left in the context" "$tally" run -m "$model" -c 8 -p "one two three four five six seven eight nine ten eleven twelve"
   expect_error "context over the memory budget" "needs .* more than the memory budget" "$tally" run -m "$model" -c 4096 --kv-budget 1000000 -p hi
@@ -216,16 +272,16 @@ for t, e in zip(j["token_ids"], lp):
   # More threads than cores: a warning, and the run goes on.
   "$tally" run -m "$model" -p hi -n 1 -t 64 >"$tmp/out" 2>"$tmp/err"
   if [ $? -ne 0 ] || { [ "$(nproc)" -lt 64 ] && ! grep -q "more threads than the .* cores" "$tmp/err"; }; then echo "FAIL -t above the cores: $(cat "$tmp/err")"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
-  expect_error "parallel zero" "--parallel: 0 is out of range" "$tally" run -m "$model" -p hi --parallel 0
-  expect_error "beam zero" "--beam: 0 is out of range" "$tally" run -m "$model" -p hi --beam 0
+  expect_error "parallel zero" "--parallel: 0 is out of range \\(1 to 1024\\)" "$tally" run -m "$model" -p hi --parallel 0
+  expect_error "beam zero" "--beam: 0 is out of range \\(1 to 1024\\)" "$tally" run -m "$model" -p hi --beam 0
   expect_error "beam with parallel" "--beam and --parallel" "$tally" run -m "$model" -p hi --beam 2 --parallel 2
   expect_error "beam-copy without beam" "--beam-copy needs --beam" "$tally" run -m "$model" -p hi --beam-copy
   expect_error "parallel without a cache" "--no-cache" "$tally" run -m "$model" -p hi --parallel 2 --no-cache
-  expect_error "bench parallel zero" "--parallel values must be at least 1, got 0" "$tally" bench -m "$model" --parallel 0 --no-probe
-  expect_error "lab beam width zero" "--widths values must be at least 1, got 0" "$tally" lab beam -m "$model" --widths 0
+  expect_error "bench parallel zero" "--parallel: 0 is out of range \\(1 to 1024\\)" "$tally" bench -m "$model" --parallel 0 --no-probe
+  expect_error "lab beam width zero" "--widths: 0 is out of range \\(1 to 1024\\)" "$tally" lab beam -m "$model" --widths 0
   expect_ok "beam json" '"beams"' "$tally" run -m "$model" -p "The capital of France is" -n 4 --beam 2 --json
   expect_ok "parallel json" '"continuations"' "$tally" run -m "$model" -p "Hello" -n 4 --parallel 2 --json
-  expect_error "chat -n checked before the first line" "-n must be at least 1" "$tally" chat -m "$model" -n -1
+  expect_error "chat -n checked before the first line" "--n-predict: -1 is out of range \\(1 to 16777216\\)" "$tally" chat -m "$model" -n -1
   # A chat whose context fills up drops the oldest turns, says so, and goes on to the end.
   printf 'Name a fruit.\nName a colour.\nName a city.\nName a river.\n' |
     "$tally" chat -m "$model" -c 96 -n 24 --temp 0 >"$tmp/out" 2>"$tmp/err"
@@ -235,6 +291,70 @@ for t, e in zip(j["token_ids"], lp):
   # -c beyond the trained context warns but runs.
   "$tally" run -m "$model" -c 9000 -p "Hi" -n 1 >"$tmp/out" 2>"$tmp/err"
   if [ $? -ne 0 ] || ! grep -q "warning" "$tmp/err"; then echo "FAIL -c beyond training: $(cat "$tmp/err")"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
+  # The seed: random unless given (two runs draw two), in --json, printed with -v.
+  seed_of() { python3 -c 'import json, sys; print(json.load(sys.stdin)["seed"])'; }
+  s1=$("$tally" run -m "$model" -p "Once upon a time" -n 2 --json | seed_of)
+  s2=$("$tally" run -m "$model" -p "Once upon a time" -n 2 --json | seed_of)
+  check "two runs draw two seeds ($s1, $s2)" test -n "$s1" -a "$s1" != "$s2"
+  expect_ok "--seed in --json" '"seed": ?7[,}]' "$tally" run -m "$model" -p "Once upon a time" -n 2 --json --seed 7
+  expect_ok "--seed -1 is a random seed" '"seed": ?[0-9]+' "$tally" run -m "$model" -p "Once upon a time" -n 2 --json --seed -1
+  a=$("$tally" run -m "$model" -p "Once upon a time" -n 16 --temp 0.8 -s 7 2>/dev/null)
+  b=$("$tally" run -m "$model" -p "Once upon a time" -n 16 --temp 0.8 --seed 7 2>/dev/null)
+  check "one seed, one text" test -n "$a" -a "$a" = "$b"
+  expect_warned "-v: the seed first" "^tally: seed 7$" "$tally" run -m "$model" -p "The capital of France is" -n 4 --temp 0 -s 7 -v
+  expect_warned "-v: the speed line" "^\\[load [0-9]+ ms; 5 prompt tokens prefilled at [0-9.]+ tok/s, 0 reused from the cache; 4 generated at [0-9.]+ tok/s; finish: length; seed 7\\]$" "$tally" run -m "$model" -p "The capital of France is" -n 4 --temp 0 -s 7 -v
+  "$tally" run -m "$model" -p "The capital of France is" -n 4 >"$tmp/out" 2>"$tmp/err"
+  check "no speed line when stderr is no terminal and no -v" test ! -s "$tmp/err"
+  # The prompt from standard input or -f FILE (llama-cli's spelling).
+  printf 'The capital of France is' | "$tally" run -m "$model" -n 4 --temp 0 >"$tmp/out" 2>"$tmp/err"
+  check "the prompt from standard input" grep -q Paris "$tmp/out"
+  printf 'The capital of France is' >"$tmp/prompt.txt"
+  expect_ok "the prompt from -f FILE" "Paris" "$tally" run -m "$model" -f "$tmp/prompt.txt" -n 4 --temp 0
+  : | "$tally" run -m "$model" -n 4 >"$tmp/out" 2>"$tmp/err"
+  check "an empty standard input is an empty prompt (exit 1)" test $? -eq 1 -a "$(cat "$tmp/err")" = "tally: error: the prompt is empty: nothing to generate from"
+  # llama.cpp's flags; -ngl with a note.
+  expect_ok "llama.cpp's spellings" "Paris" "$tally" run -m "$model" -ngl 99 --ctx-size 256 -b 64 -s 3 -n 4 --temp 0 -p "The capital of France is"
+  expect_warned "-ngl's note" "^tally: note: tally runs on the CPU; --n-gpu-layers 99 has nothing to offload$" "$tally" run -m "$model" -ngl 99 -n 1 -p hi
+  expect_ok "run --chat -sys" '"generated_tokens": ?[0-9]' "$tally" run -m "$model" --chat -sys "Answer in one word." -p "What colour is the sky?" -n 4 --json
+  # StreamingLLM is --sinks/--window; --stream is its old spelling, warned.
+  expect_warned "--stream warns" "--stream is now spelled --sinks N" "$tally" run -m "$model" --stream -n 2 -p hi
+  expect_warned "--json --stream says what --json does" "--stream is now spelled .*--json prints one object at the end" "$tally" run -m "$model" --stream --json -n 2 -p hi
+  expect_ok "--sinks and --window slide past the window" '"finish": ?"length",.*"generated_tokens": ?120,' "$tally" run -m "$model" --sinks 4 --window 64 -n 120 --ignore-eos -p "Once upon a time" --json
+  # A message of chat is at most 1 MiB; a stream without newlines ends the chat with exit 1.
+  head -c 3000000 /dev/zero | timeout 60 "$tally" chat -m "$model" >"$tmp/out" 2>"$tmp/err"
+  check "chat: a 3 MB line is refused with exit 1" test $? -eq 1
+  check "chat: the refusal says why" grep -q "standard input: a line is longer than 1.00 MiB, the most one message may hold; the chat stops" "$tmp/err"
+  timeout 60 "$tally" chat -m "$model" </dev/zero >"$tmp/out" 2>"$tmp/err"
+  check "chat < /dev/zero ends (exit 1, not a timeout)" test $? -eq 1
+  printf 'a%.0s' $(seq 1 100) >/dev/null
+  python3 -c 'print("/set temp 0"); print("x" * 1100000); print("/stats")' | "$tally" chat -m "$model" >"$tmp/out" 2>"$tmp/err"
+  check "chat: a 1.1 MB line from a pipe ends the chat" grep -q "a line is longer than 1.00 MiB" "$tmp/err"
+  # embed refuses what its context cannot take, as serve does.
+  expect_error "embed over -c" "the prompt has [0-9]+ tokens, more than the context of 8 \\(-c\\)" "$tally" embed -m "$model" -c 8 -p "one two three four five six seven eight nine ten"
+  expect_error "embed over the trained context" "more than the context of 8192 \\(the model's trained context; -c raises it\\)" "$tally" embed -m "$model" -p "$(python3 -c 'print("word " * 9000)')"
+  # bench: a missing model fails before the probe; columns as llama-bench prints them; no stddev for one repetition.
+  start=$SECONDS
+  expect_error "bench: a missing model fails at once" "nonexistent.gguf" "$tally" bench -m "$tmp/nonexistent.gguf"
+  check "bench: ... before the probe's seconds" test $((SECONDS - start)) -lt 5
+  "$tally" bench -m "$model" -p 16 -n 4 -r 1 --no-probe >"$tmp/out" 2>"$tmp/err"
+  check "bench: model, size and params columns" grep -qE "^\\| model \\| size \\| params \\| test \\| threads \\| depth \\| tokens/s \\| bytes/token" "$tmp/out"
+  check "bench: a row names the model" grep -qE "^\\| SmolLM2-135M-Instruct.Q4_1 \\| 92.[0-9] MiB \\| 134.5M \\| pp16 \\|" "$tmp/out"
+  check "bench: no stddev column for one repetition" test "$(grep -c "| stddev" "$tmp/out")" -eq 0
+  expect_ok "bench --json: stddev null for one repetition" '"tps_stddev": null' "$tally" bench -m "$model" -p 16 -n 0 -r 1 --no-probe --json
+  expect_ok "bench --json: stddev with two" '"tps_stddev": [0-9]' "$tally" bench -m "$model" -p 16 -n 0 -r 2 --no-probe --json
+  # lab speedup within the trained context.
+  expect_error "lab speedup past the trained context" "--prompt-tokens 9000 \\+ --gen-tokens 2 exceed the model's trained context of 8192" "$tally" lab speedup -m "$model" --prompt-tokens 9000 --gen-tokens 2
+  # perplexity off a terminal: a line per window, with the total.
+  python3 -c 'print("The cat sat on the mat. " * 40)' >"$tmp/ppl2.txt"
+  expect_warned "perplexity: window i of N" "^\\[window 1 of [0-9]+, perplexity so far [0-9.]+\\]$" "$tally" perplexity -m "$model" -f "$tmp/ppl2.txt" -c 32
+  # A 10 KB architecture name: a message of bounded length.
+  edit arch.gguf set general.architecture str "'$(python3 -c 'print("x" * 10000)')'"
+  "$tally" run -m "$tmp/arch.gguf" -p hi >"$tmp/out" 2>"$tmp/err"
+  check "a 10 KB architecture name: exit 1" test $? -eq 1
+  check "a 10 KB architecture name: under 400 bytes of message ($(wc -c <"$tmp/err"))" test "$(wc -c <"$tmp/err")" -lt 400
+  rm -f "$tmp/arch.gguf"
+  # -n past the context: generation stops there, with a warning (exit 0).
+  expect_warned "-n past the context" "stopped: the context of 64 tokens is full" "$tally" run -m "$model" -c 64 -n 200 --ignore-eos -p hi
 else
   echo "note: smollm2:135m not installed (tally pull smollm2:135m); model checks skipped"
   [ "${TALLY_REQUIRE_MODEL:-0}" = 1 ] && failures=$((failures + 1))

@@ -49,3 +49,24 @@ expect_full() {
     passes=$((passes + 1))
   fi
 }
+# expect_usage NAME HELP PATTERN CMD...: exit 2, one stderr line matching PATTERN and ending with
+# "(see HELP --help)", nothing on stdout: a command line wrong by itself.
+expect_usage() {
+  local name="$1" help="$2" pattern="$3"
+  shift 3
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [ "$rc" -ne 2 ] || [ "$(wc -l <"$tmp/err")" -ne 1 ] || ! grep -qE -- "$pattern" "$tmp/err" ||
+      ! grep -qF -- "(see $help --help)" "$tmp/err" || [ -s "$tmp/out" ]; then
+    echo "FAIL $name: rc=$rc, stderr: $(head -c 400 "$tmp/err"), stdout: $(head -c 200 "$tmp/out")"
+    failures=$((failures + 1))
+  else
+    passes=$((passes + 1))
+  fi
+}
+# check NAME CONDITION...: a plain assertion (CONDITION is a command).
+check() {
+  local name="$1"
+  shift
+  if "$@"; then passes=$((passes + 1)); else echo "FAIL $name"; failures=$((failures + 1)); fi
+}

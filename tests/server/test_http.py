@@ -332,3 +332,67 @@ def test_control_token_text_in_a_message_is_not_a_control_token(server):
         assert prompt_tokens == len(case["sanitized_ids"]), case["name"]
         if case["sanitized_ids"] != case["unsanitized_ids"]:
             assert prompt_tokens != len(case["unsanitized_ids"]), case["name"]
+
+
+# --- the model's id, and fields the server does not implement ---------------------------------------
+
+
+def model_ids(srv) -> tuple[str, str]:
+    """The id /v1/models lists and the "model" of a chat reply."""
+    status, _, out = srv.get("/v1/models")
+    assert status == 200, out
+    listed = json.loads(out)["data"][0]["id"]
+    status, _, out = srv.post("/v1/chat/completions", chat_body("Hi", max_tokens=1, temperature=0))
+    assert status == 200, out
+    return listed, json.loads(out)["model"]
+
+
+def test_the_model_id_is_the_file_name_or_the_catalog_name_or_the_alias(server, start_server):
+    # -m PATH (the shared server): the file name without .gguf, not the GGUF's free-text general.name.
+    assert model_ids(server) == ("SmolLM2-135M-Instruct.Q4_1", "SmolLM2-135M-Instruct.Q4_1")
+    by_name = start_server("-m", "smollm2:135m", "--parallel", "1", "-c", "1024")
+    assert model_ids(by_name) == ("smollm2:135m", "smollm2:135m")
+    by_name.stop()
+    aliased = start_server("--alias", "my-model", "--parallel", "1", "-c", "1024")
+    assert model_ids(aliased) == ("my-model", "my-model")
+
+
+@pytest.mark.parametrize("field,value", [
+    ("tools", [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]),
+    ("tool_choice", "auto"),
+    ("parallel_tool_calls", False),
+    ("response_format", {"type": "json_object"}),
+    ("logit_bias", {"42": 5}),
+    ("logit_bias", {"x": "y"}),
+    ("functions", []),
+    ("frobnicate", 1),
+])
+def test_a_chat_field_tally_does_not_implement_is_a_400_naming_it(server, field, value):
+    status, _, out = server.post("/v1/chat/completions", chat_body("Hi", max_tokens=1, **{field: value}))
+    e = error_of(status, out)
+    assert status == 400 and e["param"] == field, e
+    assert f"'{field}' is not supported by /v1/chat/completions" in e["message"], e
+
+
+@pytest.mark.parametrize("field,value", [("echo", True), ("suffix", "x"), ("best_of", 2)])
+def test_a_completion_field_tally_does_not_implement_is_a_400_naming_it(server, field, value):
+    status, _, out = server.post("/v1/completions", {"prompt": "Hi", "max_tokens": 1, field: value})
+    e = error_of(status, out)
+    assert status == 400 and e["param"] == field and "/v1/completions" in e["message"], e
+
+
+def test_embeddings_refuse_dimensions_and_take_user(server):
+    status, _, out = server.post("/v1/embeddings", {"input": "Hi", "dimensions": 8})
+    e = error_of(status, out)
+    assert status == 400 and e["param"] == "dimensions", e
+    status, _, out = server.post("/v1/embeddings", {"input": "Hi", "user": "u-1"})
+    assert status == 200, out
+
+
+def test_user_changes_nothing_and_is_taken(server):
+    body = chat_body("Name a colour.", max_tokens=6, temperature=0)
+    status, _, plain = server.post("/v1/chat/completions", body)
+    status2, _, with_user = server.post("/v1/chat/completions", {**body, "user": "someone"})
+    assert status == status2 == 200
+    text = lambda out: json.loads(out)["choices"][0]["message"]["content"]
+    assert text(plain) == text(with_user)

@@ -4,7 +4,11 @@
 // at all is refused and leaves the conversation as it was.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <filesystem>
 #include <string>
+
+#include <stdlib.h>
 
 #include "core/error.h"
 #include "model_test_support.h"
@@ -78,6 +82,88 @@ TEST(ModelConversation, FullContextDropsOldestTurnsAndGoesOn) {
   EXPECT_EQ(chat.messages().size(), before.size());
   const TurnResult r = chat.say("Thanks.", greedy(8), {});
   EXPECT_EQ(chat.messages().back().content, r.reply);
+}
+
+}  // namespace
+}  // namespace tally
+
+namespace tally {
+namespace {
+
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/tally-conversation-XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+TEST(ModelConversation, ACancelledReplyIsKeptMarkedAndSavedSo) {
+  TALLY_NEED_MODEL();
+  SessionOptions o;
+  o.n_ctx = 512;
+  Session s(*shared_model(), o);
+  const ChatTemplate tmpl = ChatTemplate::from_gguf(shared_model()->file());
+  Conversation chat(s, shared_tokenizer(), tmpl, "You are brief.");
+  // Cancelled once the reply has its third piece of text, as Ctrl-C would.
+  std::atomic<bool> cancel{false};
+  GenerateOptions g = greedy(64);
+  g.cancel = &cancel;
+  int pieces = 0;
+  const TurnResult r = chat.say("Tell me a long story about the sea.", g, [&](const std::string&) {
+    if (++pieces == 3) cancel = true;
+  });
+  EXPECT_EQ(r.generation.stop, Finish::Cancelled);
+  // It stops right after the token that made the third piece (a token may make no text of its own).
+  EXPECT_GE(r.generation.tokens.size(), 3u);
+  EXPECT_LT(r.generation.tokens.size(), 10u);
+  ASSERT_EQ(chat.messages().size(), 3u);
+  EXPECT_EQ(chat.messages()[2].content, r.reply);
+  EXPECT_TRUE(chat.stopped(2));
+  EXPECT_FALSE(chat.stopped(1));
+  // The next turn goes on after the partial reply.
+  cancel = false;
+  const TurnResult next = chat.say("Go on.", greedy(4), {});
+  EXPECT_NE(next.generation.stop, Finish::Cancelled);
+  EXPECT_FALSE(chat.stopped(4));
+  // Saved and loaded, the mark stays with its message.
+  TempDir dir;
+  chat.save(dir.file("c.tks"));
+  Session s2(*shared_model(), o);
+  Conversation again(s2, shared_tokenizer(), tmpl, "");
+  again.load(dir.file("c.tks"));
+  ASSERT_EQ(again.messages().size(), 5u);
+  EXPECT_TRUE(again.stopped(2));
+  EXPECT_FALSE(again.stopped(4));
+}
+
+TEST(ModelConversation, SystemMessageAndClear) {
+  TALLY_NEED_MODEL();
+  SessionOptions o;
+  o.n_ctx = 512;
+  Session s(*shared_model(), o);
+  const ChatTemplate tmpl = ChatTemplate::from_gguf(shared_model()->file());
+  Conversation chat(s, shared_tokenizer(), tmpl, "");
+  EXPECT_TRUE(chat.messages().empty());
+  chat.say("Hi.", greedy(2), {});
+  chat.set_system("You are brief.");  // inserted before the turns
+  ASSERT_EQ(chat.messages().size(), 3u);
+  EXPECT_EQ(chat.messages()[0].role, "system");
+  EXPECT_EQ(chat.messages()[1].content, "Hi.");
+  chat.set_system("You are terse.");  // replaced
+  EXPECT_EQ(chat.messages()[0].content, "You are terse.");
+  ASSERT_EQ(chat.messages().size(), 3u);
+  chat.clear();  // the turns go, the system message stays
+  ASSERT_EQ(chat.messages().size(), 1u);
+  EXPECT_EQ(chat.messages()[0].content, "You are terse.");
+  const TurnResult r = chat.say("Hello.", greedy(2), {});
+  EXPECT_EQ(chat.messages().size(), 3u);
+  EXPECT_GT(r.prefilled, 0);
+  chat.set_system("");  // removed
+  EXPECT_EQ(chat.messages().front().role, "user");
+  EXPECT_EQ(chat.messages().size(), 2u);
 }
 
 }  // namespace

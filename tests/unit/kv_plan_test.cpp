@@ -430,10 +430,12 @@ TEST(KvPlanErrors, BadFlags) {
   expect_error([] { parse_token_list(""); }, {"--tokens", "empty"});
   expect_error([] { parse_token_list("512,,4096"); }, {"--tokens", "entry 2 is empty"});
   expect_error([] { parse_token_list("512,"); }, {"--tokens", "entry 2 is empty"});
-  expect_error([] { parse_token_list("512,4k"); }, {"--tokens", "'4k'", "not a whole number"});
+  EXPECT_EQ(parse_token_list("512,4k, 32K"), (std::vector<uint64_t>{512, 4096, 32768}));  // k: 1024 tokens
+  expect_error([] { parse_token_list("512,4x"); }, {"--tokens", "entry 2", "'4x'", "not a number of tokens"});
+  expect_error([] { parse_token_list("1.1k"); }, {"--tokens", "'1.1k'", "not a whole number of tokens"});
   expect_error([] { parse_token_list("-5"); }, {"--tokens", "'-5'"});
   expect_error([] { parse_token_list("0,8"); }, {"--tokens", "entry 1 is zero"});
-  expect_error([] { parse_token_list("99999999999999999999999"); }, {"--tokens", "not a whole number"});
+  expect_error([] { parse_token_list("99999999999999999999999"); }, {"--tokens", "overflows 64 bits"});
   // A long flag value is shown as a bounded excerpt, not echoed whole (found by fuzz_cli_numbers).
   try {
     parse_token_list(std::string(5000, 'm') + ".m");
@@ -452,7 +454,17 @@ TEST(KvPlanErrors, BadFlags) {
   expect_error([] { parse_byte_count("lots", "--budget"); }, {"--budget", "'lots'", "not a byte count"});
   expect_error([] { parse_byte_count("-1", "--budget"); }, {"--budget", "'-1'"});
   expect_error([] { parse_byte_count("0", "--weights-bytes"); }, {"--weights-bytes", "zero"});
-  expect_error([] { parse_byte_count("24GB", "--budget"); }, {"--budget", "'24GB'"});
+  EXPECT_EQ(parse_byte_count("24GB", "--budget"), 24'000'000'000u);  // powers of 1000, as disks and RAM are sold
+  EXPECT_EQ(parse_byte_count("24gib", "--budget"), 24 * kGiB);        // any case
+  EXPECT_EQ(parse_byte_count("4.9GiB", "--budget"), 5'261'334'938u);  // 4.9 x 2^30 = 5,261,334,937.6, rounded
+  EXPECT_EQ(parse_byte_count("0.5 KB", "--budget"), 500u);
+  expect_error([] { parse_byte_count("2.5", "--budget"); }, {"--budget", "'2.5'", "a number of bytes is whole"});
+  expect_error([] { parse_byte_count("24G", "--budget"); }, {"--budget", "'24G'", "KB, MB, GB, TB", "KiB, MiB"});
+  expect_error([] { parse_byte_count("1.2.3GB", "--budget"); }, {"--budget", "not a byte count"});
+  expect_error([] { parse_byte_count("0.0000000000001GiB", "--budget"); }, {"--budget", "not a byte count"});
+  expect_error([] { parse_byte_count("0.0001KB", "--budget"); }, {"--budget", "zero bytes"});
+  expect_error([] { parse_byte_count("20000000000EB", "--budget"); }, {"--budget", "not a byte count"});
+  expect_error([] { parse_byte_count("19000000000GB", "--budget"); }, {"--budget", "overflows"});
   expect_error([] { parse_byte_count("99999999999TiB", "--budget"); }, {"--budget", "overflows"});
   // Sizes that overflow 64 bits are refused, not wrapped.
   expect_error([] { kv_cache_bytes(1ull << 40, 1ull << 30, 1); }, {"1073741824 tokens", "overflows"});
@@ -553,6 +565,37 @@ TEST(KvPlanErrors, BadConfigs) {
   expect_error(cfg("[30, 9]"), {"cfg.json", "JSON object"});
   expect_error(cfg("{\"num_hidden_layers\": 30,"), {"cfg.json", "not valid JSON"});
   expect_error(cfg(""), {"cfg.json", "not valid JSON"});
+}
+
+TEST(TokenCounts, KIsAThousandAndTwentyFour) {
+  EXPECT_EQ(parse_token_count("8192", "-c"), 8192u);
+  EXPECT_EQ(parse_token_count("8k", "-c"), 8192u);
+  EXPECT_EQ(parse_token_count(" 128K ", "-c"), 131072u);
+  EXPECT_EQ(parse_token_count("1.5k", "-c"), 1536u);
+  EXPECT_EQ(parse_token_count("1M", "-c"), 1048576u);
+  EXPECT_EQ(parse_token_count("0", "-c"), 0u);  // the callers bound it
+  expect_error([] { parse_token_count("1.1k", "-c"); }, {"-c '1.1k' is not a whole number of tokens"});
+  expect_error([] { parse_token_count("8kb", "-c"); }, {"-c '8kb' is not a number of tokens", "8k or 128K"});
+  expect_error([] { parse_token_count("-8k", "-c"); }, {"-c '-8k' is not a number of tokens"});
+  expect_error([] { parse_token_count("2.5", "-c"); }, {"-c '2.5' is not a whole number of tokens"});
+  expect_error([] { parse_token_count("99999999999999999999", "-c"); }, {"overflows 64 bits"});
+  expect_error([] { parse_token_count("", "-c"); }, {"-c '' is not a number of tokens"});
+}
+
+TEST(WeightFormats, BitsPerWeightOfTheBlockFormatsAndTheMeasuredMix) {
+  EXPECT_EQ(weight_format("q8_0")->bits_per_weight, 8.5);   // 34 bytes per 32 weights
+  EXPECT_EQ(weight_format("Q4_0")->bits_per_weight, 4.5);   // 18 bytes per 32
+  EXPECT_EQ(weight_format("q4_k")->bits_per_weight, 4.5);   // 144 bytes per 256
+  EXPECT_EQ(weight_format("q6_k")->bits_per_weight, 6.5625);  // 210 bytes per 256
+  EXPECT_EQ(weight_format("bf16")->bits_per_weight, 16);
+  EXPECT_FALSE(weight_format("q8_0")->estimate);
+  EXPECT_TRUE(weight_format("q4_k_m")->estimate);
+  EXPECT_FALSE(weight_format("q3_k_s").has_value());
+  // A config counted as a Q8_0 GGUF: its parameters x 8.5 bits.
+  const ModelShape s = shape_from_hf_config(config_path("smollm2-135m-instruct.json"), true, 8.5);
+  ASSERT_TRUE(s.parameters && s.weights_bytes);
+  EXPECT_EQ(*s.weights_bytes, (*s.parameters * 17 + 8) / 16);
+  EXPECT_EQ(s.trained_context, 8192);  // max_position_embeddings
 }
 
 }  // namespace

@@ -225,19 +225,19 @@ void expect_invalid(const std::function<void(SamplerParams&)>& set, const std::s
   EXPECT_THROW(Sampler{p}, Error);
 }
 
-TEST(SamplerParams, ValidateNamesTheBadFlag) {
+TEST(SamplerParams, ValidateNamesTheBadParameter) {
   EXPECT_NO_THROW(SamplerParams{}.validate());
   EXPECT_NO_THROW(plain(0).validate());
-  expect_invalid([](SamplerParams& p) { p.temperature = -0.1f; }, "--temp");
-  expect_invalid([](SamplerParams& p) { p.temperature = NAN; }, "--temp");
-  expect_invalid([](SamplerParams& p) { p.temperature = INFINITY; }, "--temp");
-  expect_invalid([](SamplerParams& p) { p.top_k = -1; }, "--top-k");
-  expect_invalid([](SamplerParams& p) { p.top_p = 0; }, "--top-p");
-  expect_invalid([](SamplerParams& p) { p.top_p = 1.01f; }, "--top-p");
-  expect_invalid([](SamplerParams& p) { p.min_p = 1; }, "--min-p");
-  expect_invalid([](SamplerParams& p) { p.min_p = -0.1f; }, "--min-p");
-  expect_invalid([](SamplerParams& p) { p.repeat_penalty = 0; }, "--repeat-penalty");
-  expect_invalid([](SamplerParams& p) { p.repeat_penalty = -1; }, "--repeat-penalty");
+  expect_invalid([](SamplerParams& p) { p.temperature = -0.1f; }, "the temperature");
+  expect_invalid([](SamplerParams& p) { p.temperature = NAN; }, "the temperature");
+  expect_invalid([](SamplerParams& p) { p.temperature = INFINITY; }, "the temperature");
+  expect_invalid([](SamplerParams& p) { p.top_k = -1; }, "top-k");
+  expect_invalid([](SamplerParams& p) { p.top_p = 0; }, "top-p");
+  expect_invalid([](SamplerParams& p) { p.top_p = 1.01f; }, "top-p");
+  expect_invalid([](SamplerParams& p) { p.min_p = 1; }, "min-p");
+  expect_invalid([](SamplerParams& p) { p.min_p = -0.1f; }, "min-p");
+  expect_invalid([](SamplerParams& p) { p.repeat_penalty = 0; }, "the repeat penalty");
+  expect_invalid([](SamplerParams& p) { p.repeat_penalty = -1; }, "the repeat penalty");
 }
 
 TEST(Sampler, EmptyLogitsAreAnError) {

@@ -101,8 +101,8 @@ TEST(SlidingWindow, ImpossibleWindowsAreRefused) {
   const auto tm = test::make_tiny_model();
   Session s(*tm->model, test::small_block_session(DType::F32, 16));
   s.append(test::token_pattern(16));
-  expect_error([&] { s.slide(1, 12); }, {"--window 16 is too small for --sinks 12", "at least 21"});  // 12 + 8 + 1 > 16
-  expect_error([&] { s.slide(1, -1); }, {"--sinks must be >= 0"});
+  expect_error([&] { s.slide(1, 12); }, {"a window of 16 positions is too small for 12 sink tokens", "at least 21"});  // 12 + 8 + 1 > 16
+  expect_error([&] { s.slide(1, -1); }, {"the number of sink tokens must be >= 0"});
   GenerateOptions g;
   g.max_tokens = -1;
   expect_error([&] { generate(s, test::token_pattern(1), g); }, {"no token limit needs a sliding window"});

@@ -18,22 +18,42 @@
 #include "sizing/kv_plan.h"
 #include "sizing/hf_config.h"
 #include "sizing/model_shape.h"
+#include "usage.h"
 
 namespace tally::cli {
 namespace {
 
-struct Opts {
+struct KvPlanOptions {
   std::string model, config;
   int64_t layers = 0, heads = 0, kv_heads = 0, head_dim = 0;
   std::string dtype = "f16";
   std::string tokens = "512,4096,32768";
   int64_t batch = 1;
-  std::string budget, weights_bytes;
+  std::string budget, weights_bytes, weights_dtype;
   bool json = false;
+  struct Given {
+    bool layers = false, heads = false, kv_heads = false, head_dim = false, budget = false, weights_bytes = false;
+  } given;
+
+  void validate() const;
 };
 
-struct Flags {
-  CLI::Option *layers, *heads, *kv_heads, *head_dim, *budget, *weights_bytes;
+void KvPlanOptions::validate() const {
+  if (!weights_dtype.empty() && config.empty())
+    usage_fail("--weights-dtype sizes a config's weights (--config): {}",
+               model.empty() ? "explicit --layers/--heads give no parameter count; use --weights-bytes"
+                             : "a GGUF's tensors give their own bytes");
+  if (!weights_dtype.empty() && given.weights_bytes)
+    usage_fail("--weights-bytes and --weights-dtype both give the weights: give one");
+}
+
+// The plan and what it was made from.
+struct KvPlanResult {
+  ModelShape shape;
+  KvPlanRequest request;
+  std::vector<KvLayoutPlan> plans;
+  std::string weights_from;  // "gguf", "config", "format" (--weights-dtype), "flag" or ""
+  std::optional<WeightFormat> format;
 };
 
 std::string layout_title(const ModelShape& s, const KvLayoutPlan& p) {
@@ -54,8 +74,11 @@ std::string tokens_cell(const std::optional<uint64_t>& t) {
   return t ? fmt::format("{} tokens", *t) : std::string("n/a");
 }
 
-void print_text(const ModelShape& s, const KvPlanRequest& r, const std::vector<KvLayoutPlan>& plans,
-                const std::string& weights_from) {
+void print_text(const KvPlanResult& res) {
+  const ModelShape& s = res.shape;
+  const KvPlanRequest& r = res.request;
+  const std::vector<KvLayoutPlan>& plans = res.plans;
+  const std::string& weights_from = res.weights_from;
   // The source's path and model type are untrusted text: escaped for the terminal.
   PrintableOptions shown;
   shown.escape_quotes = false;
@@ -73,6 +96,10 @@ void print_text(const ModelShape& s, const KvPlanRequest& r, const std::vector<K
   } else if (weights_from == "config") {
     fmt::print("weights:  {}: {} parameters x {} bytes ({}, counted from the config)\n",
                format_bytes(*r.weights_bytes), *s.parameters, hf_dtype_bytes(s.weights_dtype), s.weights_dtype);
+  } else if (weights_from == "format") {
+    fmt::print("weights:  {}: {} parameters x {:.4g} bits ({}{}, counted from the config)\n",
+               format_bytes(*r.weights_bytes), *s.parameters, res.format->bits_per_weight, res.format->name,
+               res.format->estimate ? ": a mix of formats, so an estimate" : "");
   } else if (weights_from == "gguf") {
     fmt::print("weights:  {}: {} parameters (the GGUF's tensors)\n", format_bytes(*r.weights_bytes), *s.parameters);
   } else {
@@ -130,10 +157,18 @@ void print_text(const ModelShape& s, const KvPlanRequest& r, const std::vector<K
     fmt::print("run allocates: the pool of `tally run -c N`: blocks of 32, and on the window layers the window,\n"
                "  a --batch of 512 and two blocks\n");
   if (r.budget_bytes) fmt::print("fits budget: the longest context whose cache fits beside the weights\n");
+  // A budget that holds more than the model was trained for: the model, not the memory, is the limit.
+  const auto& fit = plans.front().max_tokens;
+  if (r.budget_bytes && s.trained_context && fit && *fit > static_cast<uint64_t>(*s.trained_context))
+    fmt::print("note: the budget holds {} tokens, but the model was trained for {}; past that its output degrades\n",
+               *fit == kUnbounded ? std::string("any number of") : fmt::format("{}", *fit), *s.trained_context);
 }
 
-void print_json(const ModelShape& s, const KvPlanRequest& r, const std::vector<KvLayoutPlan>& plans,
-                const std::string& weights_from) {
+void print_json(const KvPlanResult& res) {
+  const ModelShape& s = res.shape;
+  const KvPlanRequest& r = res.request;
+  const std::vector<KvLayoutPlan>& plans = res.plans;
+  const std::string& weights_from = res.weights_from;
   auto opt = [](const std::optional<uint64_t>& v) {
     if (v == kUnbounded) return nlohmann::json("unbounded");
     return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
@@ -170,67 +205,101 @@ void print_json(const ModelShape& s, const KvPlanRequest& r, const std::vector<K
                    {"weights_bytes", opt(r.weights_bytes)},
                    {"weights_from", weights_from.empty() ? nlohmann::json(nullptr) : nlohmann::json(weights_from)},
                    {"budget_bytes", opt(r.budget_bytes)},
+                   {"trained_context", s.trained_context ? nlohmann::json(*s.trained_context) : nlohmann::json(nullptr)},
                    {"layouts", layouts}};
+  if (res.format) j["weights_bits"] = res.format->bits_per_weight;
   cli::print_json(j, 2);
+}
+
+KvPlanResult plan(const KvPlanOptions& o) {
+  // The cheap flags first, before any file is read.
+  KvPlanResult res;
+  KvPlanRequest& r = res.request;
+  r.type = kv_plan_dtype(o.dtype);
+  r.contexts = parse_token_list(o.tokens);
+  r.batch = static_cast<uint64_t>(o.batch);
+  if (o.given.budget) r.budget_bytes = parse_byte_count(o.budget, "--budget");
+  std::optional<uint64_t> weights_flag;
+  if (o.given.weights_bytes) weights_flag = parse_byte_count(o.weights_bytes, "--weights-bytes");
+  if (!o.weights_dtype.empty()) res.format = weight_format(o.weights_dtype);
+
+  ShapeSource src;
+  src.gguf = o.model.empty() ? o.model : model_path(o.model);
+  src.config = o.config;
+  if (o.given.layers) src.layers = o.layers;
+  if (o.given.heads) src.heads = o.heads;
+  if (o.given.kv_heads) src.kv_heads = o.kv_heads;
+  if (o.given.head_dim) src.head_dim = o.head_dim;
+  src.want_weights = !weights_flag;
+  if (res.format) src.weights_bits = res.format->bits_per_weight;
+  res.shape = read_model_shape(src);
+  const ModelShape& s = res.shape;
+  if (weights_flag) {
+    r.weights_bytes = weights_flag;
+    res.weights_from = "flag";
+  } else if (s.weights_bytes) {
+    r.weights_bytes = s.weights_bytes;
+    res.weights_from = !o.model.empty() ? "gguf" : res.format ? "format" : "config";
+  }
+  r.shape = s.kv();
+  r.n_head = s.n_head;
+  r.window = static_cast<uint64_t>(s.window);
+  r.n_window_layers = s.n_window_layers;
+  res.plans = plan_kv(r);
+  return res;
 }
 
 }  // namespace
 
 void add_kv_plan(CLI::App& app) {
-  auto o = std::make_shared<Opts>();
-  auto f = std::make_shared<Flags>();
+  auto o = std::make_shared<KvPlanOptions>();
   auto* cmd = app.add_subcommand(
       "kv-plan", "Size the KV cache of a model shape, its MHA and MQA variants, against the weights and a budget");
-  cmd->add_option("-m,--model", o->model, "Model to read the shape and weight bytes from: a GGUF file, HF folder, catalog name or file in $TALLY_HOME/models")->check(nonempty_path());
+  cmd->add_option("-m,--model", o->model,
+                  "Model to read the shape and weight bytes from: a GGUF file, HF folder, catalog name or file in "
+                  "$TALLY_HOME/models")
+      ->check(nonempty_path());
   cmd->add_option("--config", o->config, "Hugging Face config.json (its text_config when present)")
       ->check(nonempty_path());
-  f->layers = cmd->add_option("--layers", o->layers, "Explicit shape: decoder blocks");
-  f->heads = cmd->add_option("--heads", o->heads, "Explicit shape: query heads");
-  f->kv_heads = cmd->add_option("--kv-heads", o->kv_heads, "Explicit shape: key/value heads");
-  f->head_dim = cmd->add_option("--head-dim", o->head_dim, "Explicit shape: numbers per head");
-  cmd->add_option("--dtype", o->dtype, "Cache number format: f32, f16, bf16, q8_0, q4_0")->capture_default_str();
-  cmd->add_option("--tokens", o->tokens, "Context lengths to size, comma-separated")->capture_default_str();
-  cmd->add_option("--batch", o->batch, "Sequences held at once (multiplies the cache)")->capture_default_str();
-  f->budget = cmd->add_option("--budget", o->budget, "Memory for weights + cache: BYTES, or with KiB/MiB/GiB/TiB");
-  f->weights_bytes = cmd->add_option("--weights-bytes", o->weights_bytes, "Weight bytes (overrides the source's)");
+  constexpr int64_t kMaxDim = INT32_MAX;
+  auto* layers = cmd->add_option("--layers", o->layers, "Explicit shape: decoder blocks")->transform(integer_in(1, kMaxDim));
+  auto* heads = cmd->add_option("--heads", o->heads, "Explicit shape: query heads")->transform(integer_in(1, kMaxDim));
+  auto* kv_heads =
+      cmd->add_option("--kv-heads", o->kv_heads, "Explicit shape: key/value heads")->transform(integer_in(1, kMaxDim));
+  auto* head_dim =
+      cmd->add_option("--head-dim", o->head_dim, "Explicit shape: numbers per head")->transform(integer_in(1, kMaxDim));
+  cmd->add_option("--dtype", o->dtype, "Cache number format: f32, f16, bf16, q8_0, q4_0")
+      ->capture_default_str()
+      ->check(one_of({"f32", "f16", "bf16", "q8_0", "q4_0"}));
+  cmd->add_option("--tokens", o->tokens, "Context lengths to size, comma-separated (e.g. 512,4k,32K)")
+      ->capture_default_str();
+  cmd->add_option("--batch", o->batch, "Sequences held at once (multiplies the cache)")
+      ->capture_default_str()
+      ->transform(integer_in(1, INT32_MAX));
+  auto* budget = cmd->add_option("--budget", o->budget,
+                                 "Memory for weights + cache: BYTES, or with a unit (24GB, 24GiB, 4.5GiB)")
+                     ->check(byte_count_in("--budget", 1, UINT64_MAX));
+  auto* weights_bytes =
+      cmd->add_option("--weights-bytes", o->weights_bytes, "Weight bytes, e.g. 4.9GiB (overrides the source's)")
+          ->check(byte_count_in("--weights-bytes", 1, UINT64_MAX));
+  std::vector<std::string> formats;
+  const std::string format_names = weight_format_names();
+  for (std::string_view rest = format_names; !rest.empty();) {
+    const size_t comma = rest.find(", ");
+    formats.emplace_back(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 2);
+  }
+  cmd->add_option("--weights-dtype", o->weights_dtype,
+                  "With --config: the weights as a GGUF stores them (" + weight_format_names() +
+                      "), instead of the config's torch_dtype")
+      ->check(one_of(formats));
   cmd->add_flag("--json", o->json, "Print one JSON object");
-  cmd->callback([o, f] {
-    // Validate the cheap flags before reading any file.
-    KvPlanRequest r;
-    r.type = kv_plan_dtype(o->dtype);
-    r.contexts = parse_token_list(o->tokens);
-    if (o->batch < 1) fail("--batch must be at least 1 (got {})", o->batch);
-    r.batch = static_cast<uint64_t>(o->batch);
-    if (f->budget->count()) r.budget_bytes = parse_byte_count(o->budget, "--budget");
-    std::optional<uint64_t> weights_flag;
-    if (f->weights_bytes->count()) weights_flag = parse_byte_count(o->weights_bytes, "--weights-bytes");
-
-    ShapeSource src;
-    src.gguf = o->model.empty() ? o->model : model_path(o->model);
-    src.config = o->config;
-    if (f->layers->count()) src.layers = o->layers;
-    if (f->heads->count()) src.heads = o->heads;
-    if (f->kv_heads->count()) src.kv_heads = o->kv_heads;
-    if (f->head_dim->count()) src.head_dim = o->head_dim;
-    src.want_weights = !weights_flag;
-    const ModelShape s = read_model_shape(src);
-    std::string weights_from;
-    if (weights_flag) {
-      r.weights_bytes = weights_flag;
-      weights_from = "flag";
-    } else if (s.weights_bytes) {
-      r.weights_bytes = s.weights_bytes;
-      weights_from = o->model.empty() ? "config" : "gguf";
-    }
-    r.shape = s.kv();
-    r.n_head = s.n_head;
-    r.window = static_cast<uint64_t>(s.window);
-    r.n_window_layers = s.n_window_layers;
-    const auto plans = plan_kv(r);
-    if (o->json)
-      print_json(s, r, plans, weights_from);
-    else
-      print_text(s, r, plans, weights_from);
+  cmd->callback([o, layers, heads, kv_heads, head_dim, budget, weights_bytes] {
+    o->given = {layers->count() > 0, heads->count() > 0, kv_heads->count() > 0,
+                head_dim->count() > 0, budget->count() > 0, weights_bytes->count() > 0};
+    o->validate();
+    const KvPlanResult r = plan(*o);
+    o->json ? print_json(r) : print_text(r);
   });
 }
 

@@ -19,6 +19,7 @@
 #include "server/api_server.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
+#include "usage.h"
 
 namespace tally::cli {
 
@@ -69,11 +70,18 @@ void add_serve(CLI::App& app) {
     server::SchedulerLimits limits;
     std::string api_key_file;
     std::string max_body = "4MiB";
+    std::string alias;
     int drain_seconds = 30;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching (GET / for a web page)");
-  add_model_options(cmd, o->m);
+  add_model_options(cmd, o->m, kRunning | kPrefixCache,
+                    "KV pool size in positions, shared by the sequences, e.g. 16k (default: the larger of 8192 and "
+                    "--parallel x 2048)");
+  cmd->add_option("-a,--alias", o->alias,
+                  "The model's id in the API (/v1/models, \"model\" in replies) (default: its catalog name, or the "
+                  "file name without .gguf)")
+      ->check(nonempty_text("--alias"));
   cmd->add_option("--host", o->s.http.host, "Address to listen on")->capture_default_str()->check(nonempty_host());
   cmd->add_option("--port", o->s.http.port, "Port (0: any free port, printed at start)")
       ->capture_default_str()
@@ -117,8 +125,9 @@ void add_serve(CLI::App& app) {
       ->capture_default_str()
       ->transform(integer_in(0, 86400));
   cmd->callback([o] {
+    o->m.validate();
     if (o->m.ctx != 0 && o->m.ctx < kMinServeContext)
-      fail("-c {} leaves no room for a chat prompt and a reply: serve needs at least {} positions", o->m.ctx,
+      usage_fail("-c {} leaves no room for a chat prompt and a reply: serve needs at least {} positions", o->m.ctx,
            kMinServeContext);
     o->s.http.limits.max_body_bytes = parse_byte_count(o->max_body, "--max-body");
     if (!o->api_key_file.empty()) o->s.api_key = read_api_key_file(o->api_key_file);
@@ -135,7 +144,7 @@ void add_serve(CLI::App& app) {
     eo.max_sequences = o->limits.max_sequences;
     server::Metrics metrics;
     server::Scheduler scheduler(*lm.model, *lm.tokenizer, eo, o->limits, metrics);
-    o->s.model_name = lm.model->file().get_string("general.name", "tally-model");
+    o->s.model_name = o->alias.empty() ? lm.name : o->alias;
     server::ApiServer api(*lm.model, *lm.tokenizer, scheduler, metrics, o->s);
     std::string error;
     if (!api.bind(&error)) fail("{}", error);

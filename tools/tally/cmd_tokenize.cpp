@@ -58,7 +58,7 @@ void add_detokenize(CLI::App& app) {
   auto* cmd = app.add_subcommand("detokenize", "Print the text of token ids");
   cmd->add_option("-m,--model", o->model, "Model whose tokenizer to use: as for run's -m (a vocab-only GGUF is enough)")->check(nonempty_path());
   cmd->add_flag("--special", o->render_special, "Render control tokens such as <|im_end|> as text");
-  cmd->add_option("ids", o->ids, "Token ids")->required();
+  cmd->add_option("ids", o->ids, "Token ids")->required()->transform(integer_in(0, INT32_MAX));
   cmd->callback([o] {
     const auto model_file = open_model_file(model_path(o->model));
     const Tokenizer tok = Tokenizer::from_gguf(*model_file);

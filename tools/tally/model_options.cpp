@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "core/byte_size.h"
@@ -12,6 +13,7 @@
 #include "kernels/cpu_features.h"
 #include "kv/kv_cache.h"
 #include "option_checks.h"
+#include "usage.h"
 #include "kernels/kv_quant.h"
 
 namespace tally::cli {
@@ -32,25 +34,53 @@ std::string model_path(const std::string& given) {
   return loc.path;
 }
 
-void add_model_options(CLI::App* cmd, ModelOptions& o) {
-  cmd->add_option("-m,--model", o.model, model_help())->check(nonempty_path());
-  cmd->add_option("-c,--ctx", o.ctx, "Context size in tokens (default: min(4096, trained context))")
-      ->transform(integer_in(0, kMaxContextTokens));
-  cmd->add_option("-t,--threads", o.threads, "Threads (default: all cores)")->transform(integer_in(0, kMaxThreads));
-  cmd->add_option("--batch", o.batch, "Prefill chunk size in tokens")
-      ->capture_default_str()
-      ->transform(integer_in(1, kMaxBatch));
-  cmd->add_option("--cache-type", o.cache_type, "KV cache number format: f16, f32, q8_0 or q4_0")->capture_default_str();
-  cmd->add_option("--kv-budget", o.kv_budget,
-                  "Memory the KV cache may use: BYTES, or with KiB/MiB/GiB/TiB (default: available memory)");
-  add_simd_options(cmd, o);
-  cmd->add_flag("--no-prefix-cache", o.no_prefix_cache,
-                "Do not keep or reuse the KV blocks of earlier sequences' prompts (with several sequences)");
+std::string model_name(const std::string& given, const std::string& path) {
+  const Catalog& c = Catalog::get();
+  const CatalogModel* m = given.empty() ? &c.default_model() : c.find(given);
+  // A catalog name names that model only when -m resolved to its file (a path of the same spelling wins).
+  if (m != nullptr && std::filesystem::path(path).filename() == m->file) return m->name;
+  std::filesystem::path p(path);
+  if (p.filename().empty()) p = p.parent_path();  // "dir/"
+  std::string stem = p.filename().string();
+  if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".gguf") == 0) stem.resize(stem.size() - 5);
+  return stem;
 }
 
-void add_simd_options(CLI::App* cmd, ModelOptions& o) {
-  cmd->add_flag("--scalar", o.scalar, "Use the scalar reference kernels (no SIMD)");
-  cmd->add_option("--simd", o.simd, "Kernel level: scalar, avx2, avx2+vnni or avx512+vnni (default: the best this CPU has)");
+void ModelOptions::validate() const {
+  if (scalar && !simd.empty()) usage_fail("--scalar and --simd {} do not go together (--scalar is --simd scalar)", simd);
+}
+
+std::vector<std::string> simd_names() { return {"scalar", "avx2", "avx2+vnni", "avx512+vnni"}; }
+
+void add_model_options(CLI::App* cmd, ModelOptions& o, unsigned flags, const std::string& ctx_help) {
+  if (flags & kModel) cmd->add_option("-m,--model", o.model, model_help())->check(nonempty_path());
+  if (flags & kContext)
+    cmd->add_option("-c,--ctx,--ctx-size", o.ctx, ctx_help)->transform(token_count_in(0, kMaxContextTokens));
+  if (flags & kThreads)
+    cmd->add_option("-t,--threads", o.threads, "Threads (default: all cores)")->transform(integer_in(0, kMaxThreads));
+  if (flags & kCache) {
+    cmd->add_option("-b,--batch,--batch-size", o.batch, "Prefill chunk size in tokens")
+        ->capture_default_str()
+        ->transform(integer_in(1, kMaxBatch));
+    cmd->add_option("--cache-type", o.cache_type, "KV cache number format: f16, f32, q8_0 or q4_0")
+        ->capture_default_str()
+        ->check(one_of({"f16", "f32", "q8_0", "q4_0"}));
+    cmd->add_option("--kv-budget", o.kv_budget,
+                    "Memory the KV cache may use: BYTES, or with a unit (KB, MB, GB or KiB, MiB, GiB; e.g. 2GiB) "
+                    "(default: available memory)")
+        ->check(byte_count_in("--kv-budget", 1, UINT64_MAX));
+  }
+  if (flags & kSimd) {
+    cmd->add_flag("--scalar", o.scalar, "Use the scalar reference kernels (no SIMD)");
+    cmd->add_option("--simd", o.simd, "Kernel level: scalar, avx2, avx2+vnni or avx512+vnni (default: the best this CPU has)")
+        ->check(one_of(simd_names()));
+  }
+  if (flags & kPrefixCache)
+    cmd->add_flag("--no-prefix-cache", o.no_prefix_cache,
+                  "Do not keep or reuse the KV blocks of earlier sequences' prompts (with several sequences)");
+  if (flags & kGpuLayers)
+    cmd->add_option("--n-gpu-layers,--gpu-layers", o.gpu_layers,
+                    "llama.cpp's -ngl, accepted: tally runs on the CPU, and a note says so");
 }
 
 void apply_simd_options(const ModelOptions& o) {
@@ -58,12 +88,16 @@ void apply_simd_options(const ModelOptions& o) {
   if (o.simd.empty()) return;
   SimdLevel level;
   if (!simd_level_from_name(o.simd, level))
-    fail("--simd must be scalar, avx2, avx2+vnni or avx512+vnni, got '{}'", excerpt(o.simd));
+    usage_fail("--simd must be scalar, avx2, avx2+vnni or avx512+vnni, got '{}'", excerpt(o.simd));
   if (!simd_supported(level)) fail("--simd {}: this CPU does not support it", o.simd);
   set_simd_level(level);
 }
 
 LoadedModel load_model(const ModelOptions& o) {
+  o.validate();
+  if (!o.gpu_layers.empty())
+    fmt::print(stderr, "tally: note: tally runs on the CPU; --n-gpu-layers {} has nothing to offload\n",
+               excerpt(o.gpu_layers));
   apply_simd_options(o);
   const unsigned cores = std::thread::hardware_concurrency();
   if (cores > 0 && o.threads > static_cast<int>(cores))
@@ -71,7 +105,9 @@ LoadedModel load_model(const ModelOptions& o) {
                o.threads, cores);
   const auto t0 = std::chrono::steady_clock::now();
   LoadedModel l;
-  l.model = Model::load(model_path(o.model));
+  const std::string path = model_path(o.model);
+  l.name = model_name(o.model, path);
+  l.model = Model::load(path);
   l.tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_gguf(l.model->file()));
   if (l.tokenizer->n_vocab() < l.model->config().n_vocab)
     fail("{}: the tokenizer has {} tokens but the model has {} rows of logits: ids from {} on would have no text",
@@ -83,7 +119,7 @@ LoadedModel load_model(const ModelOptions& o) {
 SessionOptions session_options(const ModelOptions& o, const Model& m, bool all_logits) {
   SessionOptions s;
   const auto ct = kv_cache_type_from_flag(o.cache_type);
-  if (!ct) fail("--cache-type must be {}, got '{}'", kKvCacheTypeFlags, excerpt(o.cache_type));
+  if (!ct) usage_fail("--cache-type must be {}, got '{}'", kKvCacheTypeFlags, excerpt(o.cache_type));
   s.cache_type = *ct;
   const int64_t hd = m.config().head_dim;
   if (hd % traits(*ct).block_size != 0)
@@ -116,6 +152,31 @@ EngineOptions engine_options(const ModelOptions& o, const Model& m) {
   e.kv_budget = s.kv_budget;
   e.prefix_cache = !o.no_prefix_cache;
   return e;
+}
+
+namespace {
+
+template <typename F>
+auto naming_flags(F&& make) -> decltype(make()) {
+  try {
+    return make();
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    fail("{} (-c sets the context, --kv-budget the memory budget, --cache-type the cache's number format, --batch "
+         "the batch)",
+         e.what());
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Session> open_session(const Model& m, const SessionOptions& so) {
+  return naming_flags([&] { return std::make_unique<Session>(m, so); });
+}
+
+std::unique_ptr<Engine> open_engine(const Model& m, const EngineOptions& eo) {
+  return naming_flags([&] { return std::make_unique<Engine>(m, eo); });
 }
 
 }  // namespace tally::cli

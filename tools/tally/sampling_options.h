@@ -1,27 +1,26 @@
 #pragma once
-// Sampling flags shared by `run` and `chat`.
+// Sampling flags shared by `run` and `chat`, and the seed they start from.
 #include <CLI/CLI.hpp>
+#include <cstdint>
 
-#include "option_checks.h"
 #include "sampler/sampler.h"
 
 namespace tally::cli {
 
-inline void add_sampling_options(CLI::App* cmd, SamplerParams& p) {
-  cmd->add_option("--temp", p.temperature, "Temperature; 0 = greedy")->capture_default_str();
-  cmd->add_option("--top-k", p.top_k, "Keep the K most likely tokens; 0 = off")->capture_default_str();
-  cmd->add_option("--top-p", p.top_p, "Keep the smallest set with probability mass P; 1 = off")->capture_default_str();
-  cmd->add_option("--min-p", p.min_p, "Drop tokens below P x the top probability; 0 = off")->capture_default_str();
-  cmd->add_option("--repeat-penalty", p.repeat_penalty, "Penalty for the last 64 tokens; 1 = off")->capture_default_str();
-  cmd->add_option("--presence-penalty", p.presence_penalty,
-                  "Subtract P from the logit of every token generated so far; 0 = off")
-      ->capture_default_str()
-      ->transform(real_in(-2, 2));
-  cmd->add_option("--frequency-penalty", p.frequency_penalty,
-                  "Subtract F x its count from the logit of every token generated so far; 0 = off")
-      ->capture_default_str()
-      ->transform(real_in(-2, 2));
-  cmd->add_option("--seed", p.seed, "Random seed")->capture_default_str();
-}
+struct SamplingOptions {
+  SamplerParams params;
+  int64_t seed = -1;  // -1: a random seed per run (llama.cpp's and Ollama's default)
+
+  // Usage errors (exit 2) naming the flag: bounds the ranges cannot say (top-p above 0).
+  void validate() const;
+  // params with the seed: the one given, or a random one (below 2^63, so that
+  // --seed can give it back).
+  SamplerParams resolve() const;
+};
+
+void add_sampling_options(CLI::App* cmd, SamplingOptions& s);
+
+// A seed from the machine's entropy, below 2^63.
+uint64_t random_seed();
 
 }  // namespace tally::cli
