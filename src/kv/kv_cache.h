@@ -40,6 +40,7 @@
 #include <span>
 #include <vector>
 
+#include "core/memory_info.h"  // available_memory_bytes(): the budget when none is given
 #include "kernels/kv_layer_view.h"
 #include "kv/block_allocator.h"
 #include "kv/kv_storage.h"
@@ -61,7 +62,7 @@ struct KvCacheOptions {
   int64_t n_ctx = 4096;       // positions the pool can hold in total (1 to kMaxContextTokens)
   int64_t block_size = kDefaultBlockSize;  // positions per block
   DType type = DType::F16;    // F32, F16, Q8_0 or Q4_0 (the block formats need head_dim % 32 == 0)
-  uint64_t budget_bytes = 0;  // 0: the machine's available memory
+  uint64_t budget_bytes = 0;  // 0: the machine's available memory (available_memory_bytes())
   bool prefix_cache = true;   // key full blocks and let new sequences take cached prefixes
   // Sliding-window layers: window_layers[l] for the n_layer layers (empty: none)
   // read only the last `window` positions. Their pool holds, for each of
@@ -238,8 +239,5 @@ class KvCache {
   std::vector<int32_t> free_slots_;   // a stack of free window slots
   uint64_t lookups_ = 0, hit_tokens_ = 0, copied_blocks_ = 0, copied_bytes_ = 0;
 };
-
-// Memory the cache may use when no budget is given: MemAvailable of this machine.
-uint64_t available_memory_bytes();
 
 }  // namespace tally
