@@ -3,9 +3,11 @@
 // block table over the storage pool. Non-owning; valid until the next write.
 // Key j of kv head h in table entry bi starts at
 //   k_layer + blocks[bi] * block_bytes + bytes_of(h * head_stride + j * pos_stride),
-// (bytes_of: 4 or 2 per value; 34 or 18 per 32 values for Q8_0 / Q4_0, whose
-// strides and head_dim are then multiples of 32), which describes both the cache's (head, position, dim) blocks and a plain
+// (bytes_of: the type's bytes per block over its values per block, from
+// traits(); for Q8_0 / Q4_0 the strides and head_dim are multiples of 32),
+// which describes both the cache's (head, position, dim) blocks and a plain
 // (position, head, dim) buffer of one chunk (the cache-free encoder pass).
+// The kernels, instantiated per format, use kernels/kv_format.h's constants.
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -28,16 +30,8 @@ struct KvLayerView {
   // Start of the (block_size, head_dim) keys of kv head h in table entry bi.
   const uint8_t* k_head(int64_t bi, int64_t h) const { return at(k_layer, bi, h); }
   const uint8_t* v_head(int64_t bi, int64_t h) const { return at(v_layer, bi, h); }
-  // Bytes of n values (n a multiple of 32 for the block formats).
-  uint64_t bytes_of(int64_t n) const {
-    const uint64_t u = static_cast<uint64_t>(n);
-    switch (type) {
-      case DType::F32: return 4 * u;
-      case DType::Q8_0: return u / 32 * 34;
-      case DType::Q4_0: return u / 32 * 18;
-      default: return 2 * u;
-    }
-  }
+  // Bytes of n values (n a multiple of the type's block size).
+  uint64_t bytes_of(int64_t n) const { return row_bytes(type, static_cast<uint64_t>(n)); }
 
  private:
   const uint8_t* at(const uint8_t* base, int64_t bi, int64_t h) const {

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "kernels/dequantize.h"
+#include "kernels/kv_format.h"
 #include "kernels/ops.h"
 
 namespace tally {
@@ -26,31 +27,32 @@ Scale scale_of(float d) {
 }  // namespace
 
 void quantize_row_q8_0(const float* x, uint8_t* out, int64_t n) {
-  for (int64_t b = 0; b < n / 32; ++b, x += 32, out += 34) {
+  constexpr int64_t B = KvQ8::kBlockValues;
+  for (int64_t b = 0; b < n / B; ++b, x += B, out += KvQ8::kBlockBytes) {
     float amax = 0;
-    for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+    for (int64_t i = 0; i < B; ++i) amax = std::fmax(amax, std::fabs(x[i]));
     const Scale s = scale_of(amax / 127.0f);
-    std::memcpy(out, &s.h, 2);
-    for (int i = 0; i < 32; ++i)
-      out[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(std::clamp(std::nearbyint(x[i] * s.inv), -127.0f, 127.0f)));
+    std::memcpy(out, &s.h, kKvScaleBytes);
+    for (int64_t i = 0; i < B; ++i)
+      out[kKvScaleBytes + i] =
+          static_cast<uint8_t>(static_cast<int8_t>(std::clamp(std::nearbyint(x[i] * s.inv), -127.0f, 127.0f)));
   }
 }
 
 void quantize_row_q4_0(const float* x, uint8_t* out, int64_t n) {
-  for (int64_t b = 0; b < n / 32; ++b, x += 32, out += 18) {
+  constexpr int64_t B = KvQ4::kBlockValues;
+  for (int64_t b = 0; b < n / B; ++b, x += B, out += KvQ4::kBlockBytes) {
     float m = 0;  // the value of largest magnitude, with its sign: it maps to q = 0 (-8 d)
-    for (int i = 0; i < 32; ++i)
+    for (int64_t i = 0; i < B; ++i)
       if (std::fabs(x[i]) > std::fabs(m)) m = x[i];
     const Scale s = scale_of(m / -8.0f);
-    std::memcpy(out, &s.h, 2);
+    std::memcpy(out, &s.h, kKvScaleBytes);
     auto q = [&](float v) { return static_cast<uint8_t>(std::clamp(std::nearbyint(v * s.inv) + 8.0f, 0.0f, 15.0f)); };
-    for (int j = 0; j < 16; ++j) out[2 + j] = static_cast<uint8_t>(q(x[j]) | q(x[j + 16]) << 4);
+    for (int64_t j = 0; j < B / 2; ++j) out[kKvScaleBytes + j] = static_cast<uint8_t>(q(x[j]) | q(x[j + B / 2]) << 4);
   }
 }
 
-bool kv_cache_type_supported(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::Q8_0 || t == DType::Q4_0;
-}
+bool kv_cache_type_supported(DType t) { return kv_format_index(t) >= 0; }
 
 std::string_view kv_cache_type_flag(DType t) {
   switch (t) {

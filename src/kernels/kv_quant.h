@@ -1,7 +1,8 @@
 #pragma once
-// Rows of a quantized KV cache: f32 -> GGUF Q8_0 / Q4_0 blocks (34 and 18
-// bytes per 32 values; ../shared/docs/facts.md has the layouts), and the
-// one-call dispatch for every cache number format (f32, f16, q8_0, q4_0).
+// Rows of a quantized KV cache: f32 -> GGUF Q8_0 / Q4_0 blocks (traits() has
+// their sizes, kv_format.h their layout; ../shared/docs/facts.md has the
+// GGUF definitions), and the one-call dispatch for every cache number format
+// (f32, f16, q8_0, q4_0).
 //
 // The scale is rounded to f16 first and the values are quantized against the
 // rounded scale, so a stored value is off by at most half a step of it:

@@ -1,20 +1,19 @@
 #pragma once
-// Hands out the block ids of a KvStorage pool, counts their owners, and keeps
-// the prefix cache's index of blocks by content.
+// Hands out the block ids of a KvStorage pool and counts their owners (the
+// sequences holding each block).
 //
 // Invariants:
 //  - every id in [0, n_blocks) is in exactly one state: in use (owners > 0),
-//    free (owners 0, no key: holds nothing worth keeping), or evictable
-//    (owners 0, keyed: a full block whose K/V some later sequence may take);
-//  - a keyed block is full and never written again while keyed; `index`
-//    maps each key to exactly one keyed block (in use or evictable);
-//  - allocate() takes a free block first (never used, or emptied), else the
-//    least recently used evictable one, whose key it drops: the blocks a
-//    prefix cache wants back are the last to go.
+//    free (owners 0, on the free stack: holds nothing worth keeping), or kept
+//    (owners 0, off the stack: a holder such as the prefix index keeps its
+//    content for a later sequence, and says when it gives it up: discard);
+//  - allocate() takes the free block on top of the stack and bumps its
+//    version, so a (block, version) pair names one content;
+//  - the counts of free and kept blocks are kept as states change, so every
+//    count below is O(1).
 // One thread owns a BlockAllocator (not thread-safe).
 #include <cstdint>
 #include <optional>
-#include <unordered_map>
 #include <vector>
 
 namespace tally {
@@ -23,47 +22,31 @@ class BlockAllocator {
  public:
   explicit BlockAllocator(int64_t n_blocks);
 
-  std::optional<int32_t> allocate();  // owners become 1; nullopt when no block is free or evictable
+  std::optional<int32_t> allocate();  // owners become 1; nullopt when no block is free
   void retain(int32_t id);            // one more owner of a block in use
-  void release(int32_t id);           // at the last owner: free, or evictable if keyed
+  // One owner less; at the last, the block becomes free, or kept when `keep`.
+  void release(int32_t id, bool keep = false);
+  void take(int32_t id);     // one more owner of a block in use or kept (a kept one is in use again)
+  void discard(int32_t id);  // a kept block becomes free
   int32_t owners(int32_t id) const;
-
-  // The prefix cache. A key names a block's content: a hash of its tokens and
-  // of its parent's key (kv_cache.h). set_key keys a block in use (false, and
-  // nothing done, when another block holds that key already); find returns
-  // the block holding `key`; take() makes it one more owner's (an evictable
-  // block leaves the eviction order); unkey() forgets a block's key.
-  bool set_key(int32_t id, uint64_t key);
-  std::optional<int32_t> find(uint64_t key) const;
-  void take(int32_t id);
-  void unkey(int32_t id);
-  bool keyed(int32_t id) const { return keyed_.at(static_cast<size_t>(id)) != 0; }
+  bool kept(int32_t id) const { return kept_.at(static_cast<size_t>(id)) != 0; }
   // Bumped each time a block is handed out fresh: a (block, version) pair names one content.
   uint32_t version(int32_t id) const { return version_.at(static_cast<size_t>(id)); }
 
   int64_t total_blocks() const { return static_cast<int64_t>(owners_.size()); }
-  int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }      // owners 0, not keyed
-  int64_t evictable_blocks() const { return evictable_; }                          // owners 0, keyed
-  int64_t available_blocks() const { return free_blocks() + evictable_blocks(); }  // what allocate() can give
+  int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }      // owners 0, nothing kept
+  int64_t kept_blocks() const { return n_kept_; }                                  // owners 0, kept (evictable)
+  int64_t available_blocks() const { return free_blocks() + kept_blocks(); }      // free once the kept are given up
   int64_t used_blocks() const { return total_blocks() - available_blocks(); }
-  uint64_t evictions() const { return evictions_; }
 
  private:
   void check(int32_t id) const;
-  void lru_push(int32_t id);  // to the most recently used end
-  void lru_remove(int32_t id);
 
   std::vector<int32_t> owners_;
-  std::vector<int32_t> free_;  // a stack; initially every id, lowest on top
-  std::vector<uint8_t> keyed_;
-  std::vector<uint64_t> key_;
+  std::vector<uint8_t> kept_;
   std::vector<uint32_t> version_;
-  std::unordered_map<uint64_t, int32_t> index_;  // key -> block
-  // Evictable blocks, least recently released first: a list through prev_/next_.
-  std::vector<int32_t> prev_, next_;
-  int32_t lru_head_ = -1, lru_tail_ = -1;
-  int64_t evictable_ = 0;
-  uint64_t evictions_ = 0;
+  std::vector<int32_t> free_;  // a stack; initially every id, lowest on top
+  int64_t n_kept_ = 0;
 };
 
 }  // namespace tally

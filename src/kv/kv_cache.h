@@ -1,6 +1,12 @@
 #pragma once
-// The KV cache: storage (KvStorage, the block pool) kept apart from
-// bookkeeping (which blocks each sequence holds and how many positions).
+// The KV cache: a front over storage (KvStorage, the block pool) and the
+// bookkeeping kept in parts of their own:
+//   SequenceTable  which blocks each sequence holds, how many positions, its tokens
+//   BlockAllocator the pool's block ids and how many sequences own each
+//   PrefixIndex    the prefix cache: blocks by content, evictable ones in LRU order
+//   WindowSlots    the sliding-window layers' smaller pool, lent to blocks
+// The front keeps them consistent (copy-on-write, keying, the window ranges);
+// the slide of a stream (remove_positions) lives in kv_slide.cpp.
 //
 // Invariants:
 //  - a sequence's positions are exactly [0, length), length <= its maximum;
@@ -8,41 +14,48 @@
 //  - writes only append at `length` (anything else is a broken continuity
 //    and is refused); a refused write changes nothing;
 //  - sequences share blocks (fork, the prefix cache); a block shared by
-//    several sequences, or keyed by the prefix cache, is never written: the
+//    several sequences, or indexed by the prefix cache, is never written: the
 //    first write into it copies it (copy-on-write), so a write never changes
 //    what another sequence sees;
-//  - a block returns to the pool with its last owner (keyed blocks stay
-//    findable until they are evicted, least recently used first);
+//  - a block returns to the pool with its last owner (indexed blocks stay
+//    findable until they are evicted, least recently used first): the
+//    allocator keeps an indexed block no sequence owns exactly while the
+//    prefix index has it parked;
 //  - a sequence id names one sequence for its life: the id of a freed
-//    sequence is refused, even when its slot serves a new sequence.
+//    sequence is refused, even when its table entry serves a new sequence.
 //
 // Sliding-window layers (options.window > 0): a query at p reads their keys
 // from p - window + 1 only, so they keep their K/V in a smaller pool of
-// window slots (KvStorage) that follow the blocks: block b's positions live
-// in slot window_slot(b) there, or nowhere (-1) once no holder needs them.
+// window slots (WindowSlots, KvStorage) that follow the blocks: block b's
+// positions live in slot slot(b) there, or nowhere (-1) once no holder needs them.
 //  - a sequence's window range, the blocks of positions [length - window + 1,
-//    length) that its next write reads, always has slots; a write gets slots
-//    for every block it touches; slots of blocks outside every sequence's
-//    window range are taken back only when the window pool runs dry (so a
-//    recent truncate or a cached prefix usually finds them still there);
+//    length) that its next write reads, always has slots, and each of its
+//    blocks counts the sequence among its holders; a write gets slots for
+//    every block it touches; slots of blocks outside every sequence's window
+//    range are taken back only when the window pool runs dry (so a recent
+//    truncate or a cached prefix usually finds them still there);
 //  - a prefix is taken from the cache only up to where its window range has
 //    slots, and a truncate to a length whose window range lost its slots is
 //    refused (resume_point() says how far back a sequence can continue).
 //
-// The prefix cache: every full block of a sequence whose tokens are known
-// gets a key, hash(parent block's key, the block's token ids), so equal keys
-// name equal prefixes (hash-chained). A key only finds candidates: a hit is
-// taken after comparing the block's tokens and that its parent is the block
-// taken just before (same id, same version), so a hash collision costs a miss,
-// never a wrong cache. One thread owns a KvCache (not thread-safe).
+// The prefix cache: every full block of a sequence whose tokens are known is
+// indexed under hash(parent block's key, the block's token ids) (PrefixIndex);
+// a hit is verified against the block's tokens and its parent, so a hash
+// collision costs a miss, never a wrong cache. One thread owns a KvCache (not
+// thread-safe).
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <vector>
 
+#include "core/memory_info.h"  // available_memory_bytes(): the budget when none is given
 #include "kernels/kv_layer_view.h"
 #include "kv/block_allocator.h"
 #include "kv/kv_storage.h"
+#include "kv/prefix_index.h"
+#include "kv/sequence_table.h"
+#include "kv/window_slots.h"
 
 namespace tally {
 
@@ -61,7 +74,7 @@ struct KvCacheOptions {
   int64_t n_ctx = 4096;       // positions the pool can hold in total (1 to kMaxContextTokens)
   int64_t block_size = kDefaultBlockSize;  // positions per block
   DType type = DType::F16;    // F32, F16, Q8_0 or Q4_0 (the block formats need head_dim % 32 == 0)
-  uint64_t budget_bytes = 0;  // 0: the machine's available memory
+  uint64_t budget_bytes = 0;  // 0: the machine's available memory (available_memory_bytes())
   bool prefix_cache = true;   // key full blocks and let new sequences take cached prefixes
   // Sliding-window layers: window_layers[l] for the n_layer layers (empty: none)
   // read only the last `window` positions. Their pool holds, for each of
@@ -88,18 +101,13 @@ struct KvCacheStats {
   int64_t blocks_free = 0;    // holding nothing
   int64_t blocks_used = 0;    // held by a sequence
   int64_t blocks_cached = 0;  // held by none, kept for the prefix cache (evictable)
-  int64_t window_slots_used = 0;  // window-layer blocks holding positions (0 without window layers)
+  int64_t window_slots_used = 0;  // window slots lent to blocks (0 without window layers)
   int64_t window_slots = 0;       // the window pool's size
 };
 
 class KvCache {
  public:
-  // Names one sequence: its slot and the slot's generation when it was created.
-  struct SeqId {
-    int32_t slot = -1;
-    uint32_t gen = 0;
-    bool operator==(const SeqId&) const = default;
-  };
+  using SeqId = KvSeqId;
 
   KvCache(const KvShape& shape, const KvCacheOptions& opts);
 
@@ -123,16 +131,17 @@ class KvCache {
   SeqId fork_copy(SeqId src);
   void free_sequence(SeqId seq);
 
-  int64_t length(SeqId seq) const { return get(seq).length; }
-  int64_t max_length(SeqId seq) const { return get(seq).max_len; }
+  int64_t length(SeqId seq) const { return seqs_.get(seq).length; }
+  int64_t max_length(SeqId seq) const { return seqs_.get(seq).max_len; }
   int64_t n_ctx() const { return n_ctx_; }
   int64_t block_size() const { return storage_.block_size(); }
-  // Blocks a sequence needs to grow from `from` to `to` positions, counting a copy-on-write.
+  // Blocks a sequence needs to grow to `to` positions, counting a copy-on-write.
   int64_t blocks_needed(SeqId seq, int64_t to) const;
-  // How many such blocks writes can take now: the allocator's, and with window
-  // layers no more than the window slots that are free or out of every window range.
+  // How many such blocks writes can take now: the allocator's free and
+  // evictable ones, and with window layers no more than the window slots
+  // that are free or reclaimable. O(1): both are counts kept as they change.
   int64_t available_blocks() const;
-  bool prefix_cache() const { return prefix_cache_; }
+  bool prefix_cache() const { return index_.has_value(); }
 
   // Makes room for positions [start, start + tokens.size()) and records their
   // tokens (for the prefix cache's keys). PRECONDITION: start == length(seq),
@@ -158,11 +167,11 @@ class KvCache {
   // whose slot for that block was taken back).
   bool holds(int64_t layer, SeqId seq, int64_t pos) const;
   // Drops positions [from, from + n) and moves the later ones n positions
-  // down (a window sliding past the context). Each moved key goes through
-  // fix_key (its layer, and the key as f32, n_kv_head * head_dim) before it
-  // is stored back: the caller re-rotates it to its new position, with the
-  // layer's RoPE base. Shared or keyed blocks are copied or unkeyed first, so
-  // no other sequence sees the move.
+  // down (a window sliding past the context; kv_slide.cpp). Each moved key
+  // goes through fix_key (its layer, and the key as f32, n_kv_head *
+  // head_dim) before it is stored back: the caller re-rotates it to its new
+  // position, with the layer's RoPE base. Shared or keyed blocks are copied
+  // or unkeyed first, so no other sequence sees the move.
   void remove_positions(SeqId seq, int64_t from, int64_t n,
                         const std::function<void(int64_t layer, float* k)>& fix_key);
 
@@ -181,31 +190,29 @@ class KvCache {
   KvCacheStats stats() const;
   const KvStorage& storage() const { return storage_; }
   const BlockAllocator& allocator() const { return alloc_; }
+  // The window layers' slots (a pool of none without window layers).
+  const WindowSlots& window_slots() const { return slots_; }
 
  private:
-  struct Sequence {
-    bool live = false;
-    uint32_t gen = 0;
-    std::vector<int32_t> blocks;
-    int64_t length = 0;
-    int64_t max_len = 0;
-    std::vector<int32_t> tokens;  // (length) when keyable
-    bool keyable = true;          // every token known
-    std::vector<uint64_t> keys;   // keys of blocks [0, keys.size()): the full blocks keyed so far
-    std::vector<int32_t> window_blocks;  // window_slot_ of each block (the window layers' table)
+  KvSeqId new_sequence(int64_t max_len);
+  // Where position pos of seq lives in `layer`: its block (a window slot in a
+  // window layer) and row, after the checks every read and write makes.
+  struct Row {
+    int64_t block, row;
   };
-  const Sequence& get(SeqId seq) const;
-  Sequence& get(SeqId seq);
-  SeqId new_sequence(int64_t max_len);
-  // The cached blocks of the longest cached prefix of tokens[0, limit), in order.
-  std::vector<int32_t> walk_prefix(std::span<const int32_t> tokens, int64_t limit, std::vector<uint64_t>* keys) const;
-  void reserve(Sequence& s, SeqId seq, int64_t start, int64_t n);
-  void store_raw_v(int64_t layer, SeqId seq, int64_t pos, const uint8_t* v);  // V alone, as store_raw
-  // copy(offset in the layer's block, offset in a position's vector, bytes, block, kv head) per kv head of `pos`
-  // (block: the layer's own id, a window slot in a window layer).
-  template <class Copy>
-  void each_head(int64_t layer, SeqId seq, int64_t pos, const char* what, Copy copy) const;
-  int32_t copy_of(int32_t block);  // a fresh block holding block's K/V; PRECONDITION: one is available
+  Row locate(int64_t layer, SeqId seq, int64_t pos, const char* what) const;
+  // The cached blocks create_sequence_from_prefix would take, in order: the
+  // index's walk, cut back to where its window range has slots.
+  std::vector<int32_t> cached_prefix(std::span<const int32_t> tokens, int64_t limit, std::vector<uint64_t>* keys) const;
+  void reserve(KvSequence& s, SeqId seq, int64_t start, int64_t n);
+
+  // The allocator and the prefix index together.
+  bool indexed(int32_t block) const { return index_ && index_->indexed(block); }
+  int32_t fresh_block(bool with_slot);  // a free block (else the index's LRU one), with a window slot or without
+  void release_block(int32_t block);    // one owner less: at the last, parked if indexed, else free with its slot
+  void take_block(int32_t block);       // one more owner of a block found by the prefix index
+  void unindex(int32_t block);          // an indexed block this sequence alone holds, about to be written
+  int32_t copy_of(int32_t block);       // a fresh block holding block's K/V; PRECONDITION: one is available
 
   // Window slots (empty functions without window layers).
   bool windowed() const { return window_ > 0; }
@@ -213,33 +220,24 @@ class KvCache {
   int64_t window_first_block(int64_t length) const;
   // Whether blocks [first, end) of `blocks` all have slots.
   bool window_held(const std::vector<int32_t>& blocks, int64_t first, int64_t end) const;
-  int32_t fresh_block(bool with_slot);  // allocate(), with a window slot or without
-  void release_block(int32_t block);    // alloc_.release(), and the slot back once the block is free
-  void give_slot(int32_t block);        // a free slot for block, unless it has one (fails when none is free)
-  void drop_slot(int32_t block);        // block's slot, if any, back to the free ones
-  // Makes `n` slots free, taking back those of blocks outside every window range; false if it cannot.
+  void give_slot(int32_t block);  // a slot for block, unless it has one (fails when none is free)
+  // Makes `n` slots free, taking back reclaimable ones if needed; false if it cannot.
   bool reserve_window_slots(int64_t n);
-  void take_back_window_slots();  // every slot of a block outside every sequence's window range
-  std::vector<uint8_t> window_needed() const;  // per block: in some live sequence's window range
-  void sync_window(Sequence& s);  // s.window_blocks from s.blocks
+  void take_back_window_slots();  // every reclaimable slot, and the sequences' window tables after
+  // s's window range counted among its blocks' holders (hold_window), or no
+  // longer (release_window): around every change of s.blocks or s.length.
+  void hold_window(KvSequence& s);
+  void release_window(KvSequence& s);
+  void sync_window(KvSequence& s);  // s.window_blocks from s.blocks
 
   KvStorage storage_;
   BlockAllocator alloc_;
+  std::optional<PrefixIndex> index_;  // none when the prefix cache is off
+  WindowSlots slots_;
+  SequenceTable seqs_;
   int64_t n_ctx_;
-  bool prefix_cache_;
-  std::vector<Sequence> seqs_;
-  // Per block, what its key was computed from (valid while keyed): its tokens,
-  // its parent block and the parent's version.
-  std::vector<int32_t> block_tokens_;  // (n_blocks, block_size)
-  std::vector<int32_t> parent_;
-  std::vector<uint32_t> parent_version_;
   int64_t window_ = 0;
-  std::vector<int32_t> window_slot_;  // per block: its window slot, or -1
-  std::vector<int32_t> free_slots_;   // a stack of free window slots
   uint64_t lookups_ = 0, hit_tokens_ = 0, copied_blocks_ = 0, copied_bytes_ = 0;
 };
-
-// Memory the cache may use when no budget is given: MemAvailable of this machine.
-uint64_t available_memory_bytes();
 
 }  // namespace tally

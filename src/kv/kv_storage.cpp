@@ -89,6 +89,40 @@ uint64_t KvStorage::copy_layers(bool window, int64_t dst, int64_t src) {
 
 uint64_t KvStorage::copy_block(int64_t dst, int64_t src) { return copy_layers(false, dst, src); }
 
+void KvStorage::store(int64_t layer, int64_t block, int64_t row, const float* k, const float* v) {
+  const int64_t hd = shape_.head_dim;
+  for (int64_t h = 0; h < shape_.n_kv_head; ++h) {
+    const uint64_t off = row_offset(h, row);
+    kv_store_row(type_, k + h * hd, k_block(layer, block) + off, hd);
+    kv_store_row(type_, v + h * hd, v_block(layer, block) + off, hd);
+  }
+}
+
+void KvStorage::load(int64_t layer, int64_t block, int64_t row, float* k, float* v) const {
+  const int64_t hd = shape_.head_dim;
+  for (int64_t h = 0; h < shape_.n_kv_head; ++h) {
+    const uint64_t off = row_offset(h, row);
+    kv_load_row(type_, k_block(layer, block) + off, k + h * hd, hd);
+    kv_load_row(type_, v_block(layer, block) + off, v + h * hd, hd);
+  }
+}
+
+void KvStorage::store_raw(int64_t layer, int64_t block, int64_t row, const uint8_t* k, const uint8_t* v) {
+  for (int64_t h = 0; h < shape_.n_kv_head; ++h) {
+    const uint64_t off = row_offset(h, row), at = static_cast<uint64_t>(h) * vec_bytes_;
+    if (k) std::memcpy(k_block(layer, block) + off, k + at, vec_bytes_);
+    std::memcpy(v_block(layer, block) + off, v + at, vec_bytes_);
+  }
+}
+
+void KvStorage::load_raw(int64_t layer, int64_t block, int64_t row, uint8_t* k, uint8_t* v) const {
+  for (int64_t h = 0; h < shape_.n_kv_head; ++h) {
+    const uint64_t off = row_offset(h, row), at = static_cast<uint64_t>(h) * vec_bytes_;
+    std::memcpy(k + at, k_block(layer, block) + off, vec_bytes_);
+    std::memcpy(v + at, v_block(layer, block) + off, vec_bytes_);
+  }
+}
+
 uint64_t KvStorage::copy_window_block(int64_t dst, int64_t src) { return copy_layers(true, dst, src); }
 
 }  // namespace tally

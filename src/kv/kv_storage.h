@@ -4,13 +4,14 @@
 //
 //   k_, v_: per layer (n_blocks(layer), n_kv_head, block_size, head_dim) in `type`
 //
+// (for Q8_0 / Q4_0 a head vector is head_dim / 32 GGUF blocks, each an f16
+// scale and its values: row_bytes(type, head_dim)), so one block of one layer
+// keeps each kv head's positions contiguous: the attention kernel streams a
+// head's keys block by block.
+//
 // Sliding-window layers (window_layers) attend to the last positions only, so
 // they get a pool of their own, of n_window_blocks blocks (at most n_blocks):
 // block ids of those layers name window slots, not the full layers' blocks.
-//
-// (for Q8_0/Q4_0 a head vector is head_dim / 32 GGUF blocks: 34 / 18 bytes
-// per 32 values, the scale in front of them), so one block of one layer keeps each kv head's positions contiguous: the
-// attention kernel streams a head's keys block by block.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -48,6 +49,17 @@ class KvStorage {
   uint64_t block_bytes() const { return block_bytes_; }
   uint64_t vec_bytes() const { return vec_bytes_; }  // one head vector of head_dim values
 
+  // One position's K and V at `row` of `block` in `layer` (a window slot in a
+  // window layer): n_kv_head vectors of head_dim floats each, back to back,
+  // rounded or quantized to the pool's type on the way in (kernels/kv_quant.h)
+  // and read back as f32. PRECONDITION: layer, block and row inside the pool.
+  void store(int64_t layer, int64_t block, int64_t row, const float* k, const float* v);
+  void load(int64_t layer, int64_t block, int64_t row, float* k, float* v) const;
+  // The same in the pool's own format (n_kv_head vectors of vec_bytes() each);
+  // store_raw leaves K as it is when k is null.
+  void store_raw(int64_t layer, int64_t block, int64_t row, const uint8_t* k, const uint8_t* v);
+  void load_raw(int64_t layer, int64_t block, int64_t row, uint8_t* k, uint8_t* v) const;
+
   // Bytes held by all KvStorage objects alive in the process (lets a test
   // prove that a cache-free pass allocated no cache).
   static uint64_t live_bytes();
@@ -67,6 +79,10 @@ class KvStorage {
     return layer_offset_[static_cast<size_t>(layer)] + static_cast<uint64_t>(block) * block_bytes_;
   }
   uint64_t copy_layers(bool window, int64_t dst, int64_t src);
+  // Offset of kv head h's vector at `row` inside one layer's block.
+  uint64_t row_offset(int64_t h, int64_t row) const {
+    return (static_cast<uint64_t>(h) * static_cast<uint64_t>(block_size_) + static_cast<uint64_t>(row)) * vec_bytes_;
+  }
 
   KvShape shape_;
   int64_t block_size_;

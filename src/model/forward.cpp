@@ -172,7 +172,7 @@ int64_t Forward::check(std::span<const StepEntry> batch, bool cached) const {
       if (tok < 0 || tok >= c.n_vocab) fail("token id {} is outside the vocabulary [0, {})", tok, c.n_vocab);
     if (cached)
       for (size_t j = 0; j < i; ++j)
-        if (batch[j].seq == e.seq) fail("sequence {} appears twice in one step", e.seq.slot);
+        if (batch[j].seq == e.seq) fail("sequence {} appears twice in one step", e.seq.index);
   }
   if (n < 1 || n > max_tokens_) fail("a forward step takes 1 to {} tokens, got {}", max_tokens_, n);
   if (rows > logit_rows_)

@@ -198,9 +198,9 @@ TEST(KvCache, FreeSequenceReturnsAllBlocks) {
   expect_error([&] { c.begin_write(b, 0, 1); }, {"sequence 1", "was freed"});
   expect_error([&] { c.free_sequence(a); }, {"was freed"});
   expect_error([&] { c.view(0, KvCache::SeqId{7, 1}); }, {"no sequence 7"});
-  // A slot serves a new sequence, but the freed sequence's id stays refused.
+  // An entry serves a new sequence, but the freed sequence's id stays refused.
   const auto a2 = c.create_sequence();
-  EXPECT_EQ(a2.slot, a.slot);
+  EXPECT_EQ(a2.index, a.index);
   EXPECT_NE(a2, a);
   expect_error([&] { c.length(a); }, {"was freed"});
   EXPECT_EQ(c.length(a2), 0);

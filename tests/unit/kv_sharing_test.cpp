@@ -136,8 +136,8 @@ TEST(KvFork, StaleAndUnknownIdsAreRefusedWithoutLeaking) {
   expect_error([&] { c.fork(SeqId{9, 1}); }, {"no sequence 9"});
   expect_error([&] { c.fork_copy(a); }, {"was freed"});
   EXPECT_EQ(c.allocator().available_blocks(), free_before);
-  const auto b = c.create_sequence();  // reuses a's slot under a new generation
-  EXPECT_EQ(b.slot, a.slot);
+  const auto b = c.create_sequence();  // reuses a's entry under a new generation
+  EXPECT_EQ(b.index, a.index);
   expect_error([&] { c.begin_write(a, 0, 1); }, {"was freed"});
   EXPECT_EQ(c.length(b), 0);
 }
@@ -238,7 +238,7 @@ TEST(KvPrefixCache, TruncatingIntoAKeyedBlockNeverChangesWhatOthersSee) {
 TEST(KvSharing, RandomOperationsKeepOwnerCountsAndContents) {
   std::mt19937 rng(11);
   KvCache c(kShape, options(96));  // 24 blocks
-  std::map<int32_t, std::pair<SeqId, std::vector<int32_t>>> live;  // slot -> (id, tokens)
+  std::map<int32_t, std::pair<SeqId, std::vector<int32_t>>> live;  // index -> (id, tokens)
   const std::vector<std::vector<int32_t>> prompts = {range(1, 11), range(1, 17), range(300, 9), range(1, 5)};
   auto pick = [&]() -> std::pair<SeqId, std::vector<int32_t>>& {
     auto it = live.begin();
@@ -247,10 +247,10 @@ TEST(KvSharing, RandomOperationsKeepOwnerCountsAndContents) {
   };
   auto check_all = [&](int step) {
     std::vector<int32_t> owners(static_cast<size_t>(c.allocator().total_blocks()), 0);
-    for (const auto& [slot, st] : live) {
+    for (const auto& [index, st] : live) {
       const KvLayerView v = c.view(0, st.first);
       for (int64_t i = 0; i < (v.length + kBs - 1) / kBs; ++i) ++owners[v.blocks[i]];
-      ASSERT_TRUE(holds(c, st.first, st.second)) << "step " << step << ", sequence " << slot;
+      ASSERT_TRUE(holds(c, st.first, st.second)) << "step " << step << ", sequence " << index;
     }
     for (int32_t b = 0; b < c.allocator().total_blocks(); ++b)
       ASSERT_EQ(c.allocator().owners(b), owners[b]) << "step " << step << ", block " << b;
@@ -265,18 +265,18 @@ TEST(KvSharing, RandomOperationsKeepOwnerCountsAndContents) {
         for (int i = static_cast<int>(rng() % 4); i > 0; --i) t.push_back(static_cast<int32_t>(1000 + rng() % 3));
         const SeqId s = c.create_sequence_from_prefix(t, static_cast<int64_t>(t.size()) - 1);
         const int64_t hit = c.length(s);
-        live[s.slot] = {s, std::vector<int32_t>(t.begin(), t.begin() + hit)};
+        live[s.index] = {s, std::vector<int32_t>(t.begin(), t.begin() + hit)};
         write(c, s, t, hit);
-        live[s.slot].second = t;
+        live[s.index].second = t;
       } else if (op == 2) {
         auto& src = pick();
         const std::vector<int32_t> tokens = src.second;
         const SeqId s = c.fork(src.first);
-        live[s.slot] = {s, tokens};
+        live[s.index] = {s, tokens};
       } else if (op == 3) {
         auto& src = pick();
         const SeqId s = c.fork_copy(src.first);
-        live[s.slot] = {s, src.second};
+        live[s.index] = {s, src.second};
       } else if (op == 4) {  // append 1..6 tokens
         auto& st = pick();
         std::vector<int32_t> t = st.second;
@@ -290,9 +290,9 @@ TEST(KvSharing, RandomOperationsKeepOwnerCountsAndContents) {
         st.second.resize(static_cast<size_t>(n));
       } else if (op == 6) {
         auto& st = pick();
-        const int32_t slot = st.first.slot;
+        const int32_t index = st.first.index;
         c.free_sequence(st.first);
-        live.erase(slot);
+        live.erase(index);
       } else {  // a write at a wrong position is refused and changes nothing
         auto& st = pick();
         const int64_t wrong = static_cast<int64_t>(st.second.size()) + 1;
@@ -304,12 +304,12 @@ TEST(KvSharing, RandomOperationsKeepOwnerCountsAndContents) {
       ASSERT_TRUE(m.find("out of blocks") != std::string::npos || m.find("context full") != std::string::npos)
           << "step " << step << ": " << m;
       // An admission refused while writing its tail keeps the prefix it took: roll it back to what it holds.
-      for (auto& [slot, st] : live) st.second.resize(static_cast<size_t>(c.length(st.first)));
+      for (auto& [index, st] : live) st.second.resize(static_cast<size_t>(c.length(st.first)));
     }
     check_all(step);
     if (::testing::Test::HasFatalFailure()) return;
   }
-  for (const auto& [slot, st] : live) c.free_sequence(st.first);
+  for (const auto& [index, st] : live) c.free_sequence(st.first);
   const auto s = c.stats();
   EXPECT_EQ(s.blocks_used, 0) << "a block leaked";
   EXPECT_EQ(s.blocks_free + s.blocks_cached, c.allocator().total_blocks());

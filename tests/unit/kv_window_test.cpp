@@ -4,18 +4,23 @@
 // reads back what was stored, at any length; slots go only when the pool runs
 // dry and never from a window range; truncate, fork, copy-on-write, the prefix
 // cache and moved positions (a stream's slide) keep those promises, and
-// running out is one clear error that changes nothing.
+// running out is one clear error that changes nothing; the count of blocks
+// writes can take, kept as slots and holders change, equals a recount.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <random>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "kv/kv_cache.h"
+#include "core/error.h"
 #include "kv/kv_storage.h"
+#include "kv/window_slots.h"
 #include "test_util.h"
 
 namespace tally {
@@ -186,6 +191,80 @@ TEST(KvWindow, RunningOutOfSlotsIsOneClearErrorThatChangesNothing) {
   expect_error([&] { c.begin_write(b, 4, toks); }, {"out of window slots", "sequence"});
   EXPECT_EQ(c.length(b), 4);
   expect_window_intact(c, b, [](int64_t) { return 0; });
+}
+
+// Many sequences writing, forking, copying, taking cached prefixes,
+// truncating, sliding and freeing in a window pool too small for all of
+// them: after every step each block's holders are exactly the live sequences
+// whose window range contains it, every window range has its slots, and
+// available_blocks() (two counts kept as they change) equals a recount over
+// every block of the pool.
+TEST(KvWindow, AvailableBlocksEqualsARecountAfterEveryStep) {
+  KvCache c(kShape, windowed(3, true, 128));  // 32 blocks of 4, 3 x (2 + 2) + 1 = 13 slots
+  std::mt19937 rng(3);
+  std::map<int32_t, KvCache::SeqId> live;
+  auto pick = [&]() -> KvCache::SeqId {
+    auto it = live.begin();
+    std::advance(it, static_cast<long>(rng() % live.size()));
+    return it->second;
+  };
+  const int64_t bs = c.block_size(), total = c.allocator().total_blocks();
+  for (int step = 0; step < 3000; ++step) {
+    const int op = static_cast<int>(rng() % 9);
+    try {
+      if (op == 0 || live.empty()) {  // a cached prefix of tokens 0, 1, 2, ... (write() stores token = position)
+        std::vector<int32_t> t(static_cast<size_t>(rng() % 40 + 1));
+        for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<int32_t>(i);
+        const auto s = c.create_sequence_from_prefix(t, static_cast<int64_t>(t.size()) - 1);
+        live[s.index] = s;
+      } else if (op == 1) {
+        const auto s = c.fork(pick());
+        live[s.index] = s;
+      } else if (op == 2) {
+        const auto s = c.fork_copy(pick());
+        live[s.index] = s;
+      } else if (op <= 4) {
+        const auto s = pick();
+        write(c, s, c.length(s), c.length(s) + static_cast<int64_t>(rng() % 6 + 1));
+      } else if (op == 5) {
+        const auto s = pick();
+        c.truncate(s, c.resume_point(s, static_cast<int64_t>(rng() % static_cast<uint64_t>(c.length(s) + 1))));
+      } else if (op == 6) {
+        const auto s = pick();
+        if (c.length(s) > 2 * bs + 2) c.remove_positions(s, 2, bs, [](int64_t, float*) {});
+      } else if (op == 7) {
+        c.trim_window(pick());
+      } else {
+        const auto s = pick();
+        c.free_sequence(s);
+        live.erase(s.index);
+      }
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      ASSERT_TRUE(m.find("out of") != std::string::npos || m.find("context full") != std::string::npos ||
+                  m.find("no longer hold") != std::string::npos)
+          << "step " << step << ": " << m;
+    }
+    std::vector<int32_t> holders(static_cast<size_t>(total), 0);
+    for (const auto& [index, s] : live) {
+      const int64_t n = c.length(s);
+      const KvLayerView global = c.view(1, s);
+      for (int64_t i = std::max<int64_t>(0, n + 1 - kWindow) / bs; i < (n + bs - 1) / bs; ++i) ++holders[global.blocks[i]];
+      for (int64_t p = std::max<int64_t>(0, n - kWindow + 1); p < n; ++p)
+        ASSERT_TRUE(c.holds(0, s, p)) << "step " << step << ": sequence " << index << " lost position " << p;
+    }
+    const WindowSlots& w = c.window_slots();
+    int64_t reclaimable = 0;
+    for (int32_t b = 0; b < total; ++b) {
+      ASSERT_EQ(w.holders(b), holders[static_cast<size_t>(b)]) << "step " << step << ", block " << b;
+      reclaimable += w.slot(b) >= 0 && holders[static_cast<size_t>(b)] == 0;
+    }
+    ASSERT_EQ(w.reclaimable_slots(), reclaimable) << "step " << step;
+    ASSERT_EQ(c.available_blocks(), std::min(c.allocator().available_blocks(), w.free_slots() + reclaimable))
+        << "step " << step;
+  }
+  EXPECT_GT(c.stats().hit_tokens, 0u);
+  EXPECT_GT(c.stats().copied_blocks, 0u);
 }
 
 }  // namespace
