@@ -362,7 +362,6 @@ def test_the_model_id_is_the_file_name_or_the_catalog_name_or_the_alias(server, 
     ("tool_choice", "auto"),
     ("parallel_tool_calls", False),
     ("response_format", {"type": "json_object"}),
-    ("logit_bias", {"42": 5}),
     ("logit_bias", {"x": "y"}),
     ("functions", []),
     ("frobnicate", 1),
@@ -371,14 +370,14 @@ def test_a_chat_field_tally_does_not_implement_is_a_400_naming_it(server, field,
     status, _, out = server.post("/v1/chat/completions", chat_body("Hi", max_tokens=1, **{field: value}))
     e = error_of(status, out)
     assert status == 400 and e["param"] == field, e
-    assert f"'{field}' is not supported by /v1/chat/completions" in e["message"], e
+    assert e["message"].startswith(f"'{field}'"), e
 
 
 @pytest.mark.parametrize("field,value", [("echo", True), ("suffix", "x"), ("best_of", 2)])
 def test_a_completion_field_tally_does_not_implement_is_a_400_naming_it(server, field, value):
     status, _, out = server.post("/v1/completions", {"prompt": "Hi", "max_tokens": 1, field: value})
     e = error_of(status, out)
-    assert status == 400 and e["param"] == field and "/v1/completions" in e["message"], e
+    assert status == 400 and e["param"] == field and e["message"].startswith(f"'{field}'"), e
 
 
 def test_embeddings_refuse_dimensions_and_take_user(server):
