@@ -6,6 +6,7 @@
 // end-of-generation token, a stop string, the token limit or a full context.
 // With use_cache = false every step recomputes the whole sequence from an
 // empty cache (the baseline).
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -42,6 +43,13 @@ struct GenerateResult {
   int64_t slid = 0;  // positions dropped by the sliding window
   // Speculation: guesses verified, and kept; positions written then rolled back.
   int64_t drafted = 0, accepted = 0, rolled_back = 0;
+
+  // Tokens chosen from the decode steps' logits (the first comes from the
+  // prefill's; an end token counts): decode_steps without speculation, more
+  // with it. The decode speed is these over decode_ms.
+  int64_t decoded_tokens() const {
+    return std::max<int64_t>(0, static_cast<int64_t>(tokens.size()) + (stop == Finish::EndToken ? 1 : 0) - 1);
+  }
 };
 
 // Appends `prompt` to the session (which may already hold earlier turns) and

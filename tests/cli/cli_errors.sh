@@ -205,6 +205,30 @@ for t, e in zip(j["token_ids"], lp):
   expect_error "--logprobs without --json" "--logprobs goes with --json" "$tally" run -m "$model" -p hi --logprobs 2
   expect_error "--stop with --beam" "--beam scores its own hypotheses" "$tally" run -m "$model" -p hi --beam 2 --stop x
   expect_error "an empty --stop" "--stop must not be empty" "$tally" run -m "$model" -p hi --stop ''
+  # Speculative decoding (prompt lookup): greedy gives exactly the tokens it gives without, for every draft length;
+  # guesses were made, some kept and some rolled back (a prompt that repeats itself, a chat reply that quotes it).
+  spec_prompt="The cat sat on the mat. The dog sat on the log. The bird sat on the"
+  "$tally" run -m "$model" -p "$spec_prompt" -n 48 --temp 0 --ignore-eos --json >"$tmp/spec_off.json" 2>/dev/null
+  for k in 1 3 8; do
+    "$tally" run -m "$model" -p "$spec_prompt" -n 48 --temp 0 --ignore-eos --json --speculate lookup --draft-max $k >"$tmp/spec_$k.json" 2>/dev/null
+  done
+  if python3 -c '
+import json, sys
+off = json.load(open(sys.argv[1]))
+assert off["generated_tokens"] == 48 and "speculation" not in off, off
+drafted = accepted = 0
+for f in sys.argv[2:]:
+    j = json.load(open(f))
+    assert j["token_ids"] == off["token_ids"], (f, j["token_ids"], off["token_ids"])
+    s = j["speculation"]
+    assert s["accepted"] <= s["drafted"] and s["decode_steps"] < 47, (f, s)
+    drafted += s["drafted"]; accepted += s["accepted"]
+assert 0 < accepted < drafted, (accepted, drafted)
+' "$tmp/spec_off.json" "$tmp/spec_1.json" "$tmp/spec_3.json" "$tmp/spec_8.json"; then passes=$((passes + 1)); else echo "FAIL run --speculate lookup: greedy tokens differ or no guess kept"; failures=$((failures + 1)); fi
+  expect_usage "--draft-max without --speculate" "tally run" "--draft-max sets the guesses of --speculate lookup" "$tally" run -m "$model" -p hi --draft-max 4
+  expect_usage "--speculate with --beam" "tally run" "--speculate rolls back one sequence's cache: not with --beam" "$tally" run -m "$model" -p hi --speculate lookup --beam 2
+  expect_usage "--draft-max 0" "tally run" "--draft-max: 0 is out of range \\(1 to 64\\)" "$tally" run -m "$model" -p hi --speculate lookup --draft-max 0
+  expect_usage "--speculate with an unknown source" "tally run" "--speculate" "$tally" run -m "$model" -p hi --speculate draft
   expect_ok "penalties in run" "Paris" "$tally" run -m "$model" -p "The capital of France is" -n 4 --temp 0 --presence-penalty 0.5 --frequency-penalty 0.5
   expect_error "presence penalty out of range" "--presence-penalty: 3 is out of range" "$tally" run -m "$model" -p hi --presence-penalty 3
   # Forks that the pool could never hold at once are refused before they start (they would preempt each other forever).

@@ -24,6 +24,7 @@
 #include "output.h"
 #include "runtime/conversation.h"
 #include "sampling_options.h"
+#include "speculation_options.h"
 #include "tokenizer/chat_template.h"
 #include "usage.h"
 
@@ -59,12 +60,14 @@ void on_sigint(int) {
 struct ChatOptions {
   ModelOptions m;
   SamplingOptions sampling;
+  SpeculationOptions speculation;
   std::string system;
   int64_t n_predict = 512;
 
   void validate() const {
     m.validate();
     sampling.validate();
+    speculation.validate();
   }
 };
 
@@ -113,7 +116,9 @@ void print_stats(const Session& s, const Conversation& chat, const ChatState& st
     fmt::print("last reply: {} prompt tokens prefilled at {:.1f} tok/s, {} reused from the cache; {} generated at "
                "{:.1f} tok/s\n",
                st.last.prefilled, tps(static_cast<double>(st.last.prefilled), g.prefill_ms), st.last.reused,
-               g.tokens.size(), tps(static_cast<double>(g.decode_steps), g.decode_ms));
+               g.tokens.size(), tps(static_cast<double>(g.decoded_tokens()), g.decode_ms));
+    if (g.drafted > 0)
+      fmt::print("speculation: {} of {} guesses kept, {} target steps\n", g.accepted, g.drafted, g.decode_steps);
   }
   print_settings(st);
 }
@@ -148,7 +153,7 @@ void reply(Conversation& chat, const Session& session, ChatState& st, const std:
                r.generation.tokens.size());
   fmt::print(stderr, "[{} new prompt tokens prefilled, {} reused from the cache, {} generated, {:.1f} tok/s]\n",
              r.prefilled, r.reused, r.generation.tokens.size(),
-             tps(static_cast<double>(r.generation.decode_steps), r.generation.decode_ms));
+             tps(static_cast<double>(r.generation.decoded_tokens()), r.generation.decode_ms));
 }
 
 void save_or_load(bool save, const std::string& file, Conversation& chat, const Session& session) {
@@ -205,7 +210,9 @@ void execute(const ChatOptions& o) {
   const Tokenizer& tok = *lm.tokenizer;
   const ChatTemplate tmpl = ChatTemplate::from_gguf(lm.model->file());
   if (tmpl.is_fallback()) warn_not_instruct(lm.name);
-  const std::unique_ptr<Session> owned = open_session(*lm.model, session_options(o.m, *lm.model, false));
+  SessionOptions so = session_options(o.m, *lm.model, false);
+  o.speculation.apply(so);
+  const std::unique_ptr<Session> owned = open_session(*lm.model, so);
   Session& session = *owned;
   Conversation chat(session, tok, tmpl, o.system);
 
@@ -214,6 +221,7 @@ void execute(const ChatOptions& o) {
   st.g.sampling = o.sampling.resolve();
   st.g.is_stop = [&tok](int32_t id) { return tok.is_end_of_generation(id); };
   st.g.cancel = &g_cancel;
+  o.speculation.apply(st.g);
 
   struct sigaction sa {};
   sa.sa_handler = on_sigint;
@@ -273,6 +281,7 @@ void add_chat(CLI::App& app) {
       "Chat with the model in the terminal (/help for commands; Ctrl-C stops a reply; Ctrl-D or /bye leaves)");
   add_model_options(cmd, o->m);
   add_sampling_options(cmd, o->sampling);
+  add_speculation_options(cmd, o->speculation);
   cmd->add_option("--system,--system-prompt", o->system, "System message (default: the template's own)");
   cmd->add_option("-n,--n-predict", o->n_predict, "Tokens per reply at most (at most half the context)")
       ->capture_default_str()

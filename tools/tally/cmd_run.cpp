@@ -20,6 +20,7 @@
 #include "runtime/generator.h"
 #include "runtime/parallel.h"
 #include "sampling_options.h"
+#include "speculation_options.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/stream_decoder.h"
 #include "usage.h"
@@ -31,6 +32,7 @@ namespace {
 struct RunOptions {
   ModelOptions m;
   SamplingOptions sampling;
+  SpeculationOptions speculation;
   std::string prompt, file, system;
   int64_t n_predict = 128;
   bool no_cache = false, chat = false, json = false, ignore_eos = false, verbose = false;
@@ -57,6 +59,10 @@ struct RunOptions {
 void RunOptions::validate() const {
   m.validate();
   sampling.validate();
+  speculation.validate();
+  if (speculation.on() && (several() || no_cache || sliding()))
+    usage_fail("--speculate rolls back one sequence's cache: not with --beam, --parallel, --no-cache or a sliding "
+               "window (--sinks/--window)");
   if (given.prompt && given.file) usage_fail("-p and -f both give the prompt: give one");
   if (!system.empty() && !chat) usage_fail("--system is the chat template's system message: it goes with --chat");
   if (sliding() && (several() || no_cache))
@@ -135,6 +141,7 @@ GenerateOptions generate_options(const RunOptions& o, const Tokenizer& tok, uint
   g.is_stop = [&tok, ignore = o.ignore_eos](int32_t id) { return !ignore && tok.is_end_of_generation(id); };
   g.stop = o.stop;
   g.top_logprobs = static_cast<int>(o.logprobs);
+  o.speculation.apply(g);
   return g;
 }
 
@@ -160,6 +167,7 @@ SingleRun run_single(const RunOptions& o, const LoadedModel& lm, std::vector<int
   const Tokenizer& tok = *lm.tokenizer;
   SessionOptions so = session_options(o.m, *lm.model, false);
   if (o.given.window) so.n_ctx = o.window;
+  o.speculation.apply(so);
   const std::unique_ptr<Session> owned = open_session(*lm.model, so);
   Session& session = *owned;
   out.n_ctx = session.n_ctx();
@@ -186,6 +194,7 @@ SingleRun run_single(const RunOptions& o, const LoadedModel& lm, std::vector<int
          "--sinks N)",
          prompt.size(), session.n_ctx() - session.length(), session.n_ctx());
   GenerateOptions g = generate_options(o, tok, seed);
+  const int64_t start = session.length();
   out.gen = generate(
       session, prompt, g,
       [&](const Emission& e) {
@@ -196,7 +205,10 @@ SingleRun run_single(const RunOptions& o, const LoadedModel& lm, std::vector<int
   if (!o.save_session.empty()) {
     // Unless generation ended at a stop token, the last token chosen is not in the
     // cache yet: evaluate it, so that the file holds the whole text.
-    if (out.gen.stop != Finish::EndToken && !out.gen.tokens.empty() && session.length() < session.n_ctx())
+    // (A kept guess is in the cache already.)
+    const int64_t held = start + static_cast<int64_t>(prompt.size()) + static_cast<int64_t>(out.gen.tokens.size());
+    if (out.gen.stop != Finish::EndToken && !out.gen.tokens.empty() && session.length() < held &&
+        session.length() < session.n_ctx())
       session.append(std::span<const int32_t>(&out.gen.tokens.back(), 1));
     session.save(o.save_session);
   }
@@ -219,8 +231,11 @@ void print_json(const RunOptions& o, const SingleRun& r) {
                      {"prefill_ms", g.prefill_ms},
                      {"decode_ms", g.decode_ms},
                      {"prefill_tps", tps(static_cast<double>(g.prompt_tokens), g.prefill_ms)},
-                     {"decode_tps", tps(static_cast<double>(g.decode_steps), g.decode_ms)}}}};
+                     {"decode_tps", tps(static_cast<double>(g.decoded_tokens()), g.decode_ms)}}}};
   if (o.logprobs >= 0) j["logprobs"] = r.logprobs;
+  if (o.speculation.on())
+    j["speculation"] = {{"drafted", g.drafted}, {"accepted", g.accepted}, {"rolled_back", g.rolled_back},
+                        {"decode_steps", g.decode_steps}};
   if (!o.load_session.empty()) {
     j["timings"]["session_load_ms"] = r.session_load_ms;
     j["session_tokens"] = r.session_tokens;
@@ -235,7 +250,11 @@ void print_perf(const SingleRun& r) {
              "[load {:.0f} ms; {} prompt tokens prefilled at {:.1f} tok/s, {} reused from the cache; {} generated "
              "at {:.1f} tok/s; finish: {}; seed {}]\n",
              r.load_ms, g.prompt_tokens, tps(static_cast<double>(g.prompt_tokens), g.prefill_ms), r.session_tokens,
-             g.tokens.size(), tps(static_cast<double>(g.decode_steps), g.decode_ms), finish_name(g.stop), r.seed);
+             g.tokens.size(), tps(static_cast<double>(g.decoded_tokens()), g.decode_ms), finish_name(g.stop), r.seed);
+  if (g.drafted > 0)
+    fmt::print(stderr, "[speculation: {} of {} guesses kept ({:.0f}%), {:.2f} tokens per step]\n", g.accepted, g.drafted,
+               100.0 * static_cast<double>(g.accepted) / static_cast<double>(g.drafted),
+               g.decode_steps > 0 ? static_cast<double>(g.decoded_tokens()) / static_cast<double>(g.decode_steps) : 0.0);
 }
 
 // ---- N continuations
@@ -387,6 +406,7 @@ void add_run(CLI::App& app) {
                 ->capture_default_str()
                 ->transform(integer_in(-1, kMaxContextTokens));
   add_sampling_options(cmd, o->sampling);
+  add_speculation_options(cmd, o->speculation);
   cmd->add_flag("--no-cache", o->no_cache, "Recompute the whole sequence at every step (the baseline)");
   cmd->add_flag("--chat", o->chat, "Wrap the prompt in the model's chat template as a user turn");
   cmd->add_option("--system,--system-prompt", o->system, "With --chat: a system message before the prompt")
