@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds llama.cpp's own C++ tools, the peers tally is measured against
 # (llama-bench, llama-batched-bench, llama-server, llama-quantize,
-# llama-perplexity, llama-cli), from the llama.cpp tree vendored in the
+# llama-perplexity, llama-cli, llama-lookup, llama-speculative), from the llama.cpp tree vendored in the
 # llama-cpp-python sdist on PyPI. Outside the repo:
 #   $TALLY_HOME/llama.cpp/src    the tree (with convert_hf_to_gguf.py)
 #   $TALLY_HOME/llama.cpp/bin    the tools
@@ -12,7 +12,7 @@ VERSION=0.3.36
 home="${TALLY_HOME:-$HOME/.cache/tally}"
 base="$home/llama.cpp"
 src="$base/src"
-TOOLS=(llama-bench llama-batched-bench llama-server llama-quantize llama-perplexity llama-cli)
+TOOLS=(llama-bench llama-batched-bench llama-server llama-quantize llama-perplexity llama-cli llama-lookup llama-speculative)
 
 if [ ! -f "$src/CMakeLists.txt" ]; then
   mkdir -p "$base"
