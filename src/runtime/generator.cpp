@@ -42,7 +42,9 @@ void speculate(Session& s, Generation& gen, const GenerateOptions& o, std::span<
       batch.insert(batch.end(), guesses.begin(), guesses.end());
     }
     const float* rows = nullptr;
+    const auto t0 = std::chrono::steady_clock::now();
     logits = s.append(batch, [&](int64_t, const float* l, int64_t) { rows = l; });
+    const double seconds = ms_since(t0) / 1000;
     ++r.decode_steps;
     const int64_t guesses = static_cast<int64_t>(batch.size()) - 1;
     int64_t kept = 0;
@@ -56,7 +58,7 @@ void speculate(Session& s, Generation& gen, const GenerateOptions& o, std::span<
       ++kept;  // the guess is in the cache already
       if (gen.finished()) break;
     }
-    length.record(guesses, kept);
+    length.record(guesses, kept, seconds);
     r.drafted += guesses;
     r.accepted += kept;
     const int64_t keep = base + 1 + kept;

@@ -8,9 +8,10 @@
 namespace tally {
 
 namespace {
-constexpr double kRateWeight = 0.3;    // of the newest verification in the average
-constexpr double kLowRate = 0.15;      // below this, speculate only to probe
-constexpr int64_t kProbeEvery = 8;     // steps between probes at a low rate
+constexpr double kDecay = 0.9;            // of the counts, per step: the recent steps count most
+constexpr double kTimeWeight = 0.2;       // of the newest step in the time averages
+constexpr double kPriorCostPerGuess = 0.1;  // a guess's cost in one-token steps, until measured
+constexpr int64_t kProbeEvery = 16;       // steps between probes while speculation does not pay
 }  // namespace
 
 PromptLookup::PromptLookup(int ngram_min, int ngram_max) : ngram_min_(ngram_min), ngram_max_(ngram_max) {
@@ -36,15 +37,41 @@ DraftLength::DraftLength(int64_t k_max) : k_max_(k_max) {
   if (k_max < 1) fail("a draft of at least 1 token is needed, got {}", k_max);
 }
 
-int64_t DraftLength::next() {
-  if (rate_ < kLowRate && ++skipped_ < kProbeEvery) return 0;
-  skipped_ = 0;
-  return std::clamp<int64_t>(1 + static_cast<int64_t>(std::floor(rate_ * static_cast<double>(k_max_))), 1, k_max_);
+double DraftLength::gain(int64_t k) const {
+  const double r = acceptance();
+  const double cost = t0_ > 0 && per_guess_ > 0 ? per_guess_ / t0_ : kPriorCostPerGuess;
+  double tokens = 0, p = 1;
+  for (int64_t i = 0; i <= k; ++i, p *= r) tokens += p;
+  return tokens / (1 + cost * static_cast<double>(k));
 }
 
-void DraftLength::record(int64_t proposed, int64_t accepted) {
+int64_t DraftLength::next() {
+  int64_t best = 0;
+  double best_gain = 1;
+  for (int64_t k = 1; k <= k_max_; ++k)
+    if (const double g = gain(k); g > best_gain) best = k, best_gain = g;
+  if (best > 0) {
+    idle_ = 0;
+    return best;
+  }
+  if (++idle_ < kProbeEvery) return 0;
+  idle_ = 0;
+  return 1;  // a probe: one guess, to see whether they are kept again
+}
+
+void DraftLength::record(int64_t proposed, int64_t accepted, double seconds) {
+  if (seconds > 0) {
+    auto average = [&](double& avg, double x) { avg = avg > 0 ? (1 - kTimeWeight) * avg + kTimeWeight * x : x; };
+    if (proposed == 0)
+      average(t0_, seconds);
+    else if (t0_ > 0)
+      average(per_guess_, std::max(0.0, seconds - t0_) / static_cast<double>(proposed));
+  }
   if (proposed < 1) return;
-  rate_ = (1 - kRateWeight) * rate_ + kRateWeight * static_cast<double>(accepted) / static_cast<double>(proposed);
+  // Guesses are verified in order until one is rejected: accepted kept, and
+  // one more tried when not all were kept.
+  kept_ = kDecay * kept_ + static_cast<double>(accepted);
+  tried_ = kDecay * tried_ + static_cast<double>(accepted + (accepted < proposed ? 1 : 0));
 }
 
 }  // namespace tally

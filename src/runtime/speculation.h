@@ -7,9 +7,12 @@
 // down to ngram_min) occurred before, in the prompt or in the text generated
 // so far, the tokens that followed their latest occurrence are the guesses
 // (code edits repeat much of the prompt). DraftLength picks how many to ask
-// for from the recent acceptance: many while guesses are kept, one while they
-// are not, and now and then none at all when almost nothing is kept, so that
-// text unlike its prompt decodes nearly as fast as without speculation.
+// for: the k that maximizes the tokens a step is expected to make over what
+// the step costs. With a guess kept with probability r (each in turn, until
+// one is rejected), a step with k guesses makes 1 + r + ... + r^k tokens; it
+// costs t0 + s k, t0 a step of one token, s each guess more (both measured,
+// as exponential averages of the steps' times). k = 0 when no k beats one
+// token per t0, with a probe now and then to learn whether guesses got better.
 // Invariants: a proposal is never longer than asked; DraftLength::next() is
 // in [0, k_max].
 #include <cstdint>
@@ -34,14 +37,18 @@ class DraftLength {
   explicit DraftLength(int64_t k_max);
   // Guesses to ask for at the next step (0: decode without speculating).
   int64_t next();
-  // How the last verification went.
-  void record(int64_t proposed, int64_t accepted);
-  double acceptance() const { return rate_; }
+  // How the last step went: guesses verified, kept, and the step's time
+  // (seconds; <= 0 when not measured).
+  void record(int64_t proposed, int64_t accepted, double seconds = 0);
+  double acceptance() const { return kept_ / tried_; }
+  // Tokens per unit of time with k guesses, relative to a step of one token.
+  double gain(int64_t k) const;
 
  private:
   int64_t k_max_;
-  double rate_ = 0.5;   // recent accepted / proposed (an exponential average)
-  int64_t skipped_ = 0; // steps without speculation since the last probe
+  double kept_ = 1, tried_ = 2;  // decayed counts of guesses kept and verified (a prior of 1 in 2)
+  double t0_ = 0, per_guess_ = 0;  // seconds of a one-token step, and of each guess more (0: not measured)
+  int64_t idle_ = 0;               // steps without speculation since the last probe
 };
 
 }  // namespace tally

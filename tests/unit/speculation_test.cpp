@@ -184,17 +184,50 @@ TEST(PromptLookup, TheLatestMatchOfTheLongestTail) {
   EXPECT_TRUE(lookup.propose(h, 0).empty());
 }
 
+// The draft length maximizes expected tokens over cost: with guesses kept
+// with probability r and each costing c one-token steps, k guesses give
+// (1 + r + ... + r^k) / (1 + c k).
+TEST(DraftLength, GainIsExpectedTokensOverCost) {
+  DraftLength d(8);
+  for (int i = 0; i < 200; ++i) d.record(0, 0, 0.010);      // one-token steps: 10 ms
+  for (int i = 0; i < 200; ++i) d.record(3, 1, 0.010 + 3 * 0.002);  // each guess 2 ms more; 1 kept of 2 tried
+  const double r = d.acceptance(), c = 0.2;
+  EXPECT_NEAR(r, 0.5, 0.01);
+  for (int64_t k = 1; k <= 8; ++k) {
+    double tokens = 0;
+    for (int64_t i = 0; i <= k; ++i) tokens += std::pow(r, static_cast<double>(i));
+    EXPECT_NEAR(d.gain(k), tokens / (1 + c * static_cast<double>(k)), 1e-3) << k;
+  }
+  // The best k under that model: 1.5 / 1.2 = 1.25 at k = 1, 1.75 / 1.4 = 1.25 at k = 2, 1.875 / 1.6 at 3...
+  int64_t best = 1;
+  for (int64_t k = 2; k <= 8; ++k)
+    if (d.gain(k) > d.gain(best)) best = k;
+  EXPECT_EQ(d.next(), best);
+}
+
 TEST(DraftLength, BacksOffWhenGuessesAreNotKeptAndComesBack) {
   DraftLength d(8);
-  EXPECT_GE(d.next(), 1);
-  for (int i = 0; i < 20; ++i) d.record(8, 8);
-  EXPECT_EQ(d.next(), 8);
-  for (int i = 0; i < 30; ++i) d.record(4, 0);
+  EXPECT_GE(d.next(), 1) << "the prior (one guess in two kept, a guess at a tenth of a step) speculates";
+  for (int i = 0; i < 10; ++i) d.record(0, 0, 0.010);  // one-token steps: 10 ms; each guess 2 ms more
+  for (int i = 0; i < 40; ++i) d.record(8, 8, 0.026);
+  EXPECT_EQ(d.next(), 8) << "everything kept: the longest draft";
+  for (int i = 0; i < 40; ++i) d.record(4, 0, 0.018);
   int zeros = 0;
-  for (int i = 0; i < 16; ++i) zeros += d.next() == 0;
-  EXPECT_GE(zeros, 12) << "at a low rate most steps do not speculate";
-  for (int i = 0; i < 20; ++i) d.record(2, 2);
-  EXPECT_GE(d.next(), 6);
+  for (int i = 0; i < 32; ++i) zeros += d.next() == 0;
+  EXPECT_GE(zeros, 30) << "nothing kept: only probes speculate";
+  EXPECT_LT(zeros, 32) << "but it probes";
+  for (int i = 0; i < 40; ++i) d.record(1, 1, 0.012);
+  EXPECT_GE(d.next(), 6) << "probes kept again: long drafts again";
+}
+
+// Guesses that cost as much as a step each never pay unless almost all are kept.
+TEST(DraftLength, CostlyGuessesAreNotAskedFor) {
+  DraftLength d(8);
+  for (int i = 0; i < 100; ++i) d.record(0, 0, 0.010);
+  for (int i = 0; i < 100; ++i) d.record(2, 1, 0.030);  // a guess costs a whole step; half are kept
+  int zeros = 0;
+  for (int i = 0; i < 15; ++i) zeros += d.next() == 0;
+  EXPECT_EQ(zeros, 15);
 }
 
 }  // namespace
