@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds and runs every test: (1) the unit tests under ASan+UBSan, (2) the eight
-# libFuzzer targets for TALLY_FUZZ_SECONDS each (default 15: about two
+# Builds and runs every test: (1) the unit tests under ASan+UBSan, (2) every
+# libFuzzer target (scripts/fuzz.sh lists them) for TALLY_FUZZ_SECONDS each (default 15: about three
 # minutes in all; the long campaigns are docs/reliability.md's), (3) the full CTest suite of the warnings-as-errors release build, which
 # needs the catalog models pulled here (smollm2:135m, the tests' model; gemma3:270m;
 # qwen2.5-coder:0.5b, and the default qwen2.5-coder:1.5b that scripts/setup.sh pulled) and, for

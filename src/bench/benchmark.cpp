@@ -13,6 +13,12 @@
 
 namespace tally {
 
+std::string limit_summary(const BenchRow& r) {
+  if (r.test[0] == 't') return r.pct_limit > 0 ? fmt::format("{:.0f}% of read bandwidth", r.pct_limit) : "";
+  if (r.int8_ops_per_token > 0) return r.pct_int8_peak > 0 ? fmt::format("{:.0f}% of int8 peak", r.pct_int8_peak) : "";
+  return r.pct_limit > 0 ? fmt::format("{:.0f}% of FMA peak", r.pct_limit) : "";
+}
+
 int32_t filler_token(uint64_t k, int64_t n_vocab) {
   const int64_t first = std::min<int64_t>(1000, n_vocab / 4);
   return static_cast<int32_t>(first + static_cast<int64_t>(k % static_cast<uint64_t>(n_vocab - first)));

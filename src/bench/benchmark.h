@@ -51,6 +51,12 @@ struct BenchRow {
   double pct_int8_peak = 0;       // pp: % of the int8 dot-product peak (0 when not probed)
 };
 
+// The row's share of the limit that bounds it, for a table: decode against
+// the read bandwidth; prefill against the int8 dot-product peak when its
+// matrices run as int8 products (the f32 FMA peak would flatter it about 4x),
+// against the FMA peak when they run in floating point. "" when not probed.
+std::string limit_summary(const BenchRow& r);
+
 // Ordinary token k of a deterministic stream that benchmarks feed (the
 // content does not change the work): past the first quarter of the
 // vocabulary, where control tokens sit, capped at id 1000.

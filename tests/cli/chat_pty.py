@@ -5,7 +5,8 @@ history (Up, kept in $TALLY_HOME/chat_history across runs), a message of
 several lines between \"\"\" lines, Ctrl-C during a reply (the reply stops, the
 chat goes on, the partial reply is kept and marked), Ctrl-C on a line with
 text (dropped), Ctrl-C at an empty prompt and twice during a reply (leave),
-Ctrl-D (leave, the shell's prompt on a line of its own).
+Ctrl-D (leave, the shell's prompt on a line of its own). And, at the same
+terminal, `tally perplexity`'s progress line: window i of N and the time left.
 
     usage: chat_pty.py path/to/tally
 Exit 77 (skipped) when smollm2:135m is not installed, unless TALLY_REQUIRE_MODEL=1.
@@ -17,6 +18,7 @@ import pty
 import re
 import select
 import subprocess
+import struct
 import sys
 import tempfile
 import termios
@@ -26,16 +28,18 @@ ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\x1b[=>]|\r")
 UP, DOWN, LEFT, CTRL_C, CTRL_D = "\x1b[A", "\x1b[B", "\x1b[D", "\x03", "\x04"
 
 
-class Chat:
+class Terminal:
     def __init__(self, tally, model, home, *args):
         self.master, slave = pty.openpty()
+        # A terminal's size, as a real one has: 40 rows of 160 columns (a line cut to the width stays whole).
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
         env = dict(os.environ, TALLY_HOME=home, TERM="xterm")
         # The terminal is the chat's controlling terminal, so that Ctrl-C is a SIGINT as at a real one.
         def controlling_terminal():
             os.setsid()
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
-        self.proc = subprocess.Popen([tally, "chat", "-m", model, "--temp", "0", *args], stdin=slave, stdout=slave,
+        self.proc = subprocess.Popen([tally, *args[:1], "-m", model, *args[1:]], stdin=slave, stdout=slave,
                                      stderr=slave, env=env, preexec_fn=controlling_terminal, close_fds=True)
         os.close(slave)
         self.raw = b""
@@ -91,6 +95,10 @@ class Chat:
             self.proc.kill()
             raise AssertionError(f"the chat did not leave; the terminal shows:\n{self.text()[-2000:]}")
         return self.proc.returncode
+
+
+def Chat(tally, model, home, *args):
+    return Terminal(tally, model, home, "chat", "--temp", "0", *args)
 
 
 def find_model(tally):
@@ -226,6 +234,17 @@ def main():
         assert rc == 130, f"Ctrl-C twice: exit {rc}"
         assert time.time() - start < 3, "Ctrl-C twice did not leave at once"
         assert "[stopped" not in c.text(), "the reply went on to a token before leaving"
+        checks += 1
+
+        # perplexity on a terminal: one line redrawn with window i of N and the time left.
+        text = os.path.join(home, "text.txt")
+        with open(text, "w") as f:
+            f.write("The cat sat on the mat, and the dog sat on the log. " * 120)
+        p = Terminal(tally, model, home, "perplexity", "-f", text, "-c", "32")
+        p.expect(r"tally perplexity: +\d+%, \S+ elapsed, ~\S+ left \| window \d+ of (\d+), perplexity so far [0-9.]+")
+        p.expect(r"perplexity [0-9.]+ \(mean nll [0-9.]+\) over \d+ predictions in \d+ windows of 32")
+        assert p.wait() == 0
+        assert "[window" not in p.text(), "a line per window on a terminal"
         checks += 1
     print(f"chat_pty: {checks} checks passed")
     return 0

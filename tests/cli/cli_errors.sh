@@ -377,6 +377,11 @@ assert 0 < accepted < drafted, (accepted, drafted)
   check "a 10 KB architecture name: exit 1" test $? -eq 1
   check "a 10 KB architecture name: under 400 bytes of message ($(wc -c <"$tmp/err"))" test "$(wc -c <"$tmp/err")" -lt 400
   rm -f "$tmp/arch.gguf"
+  # Gemma 3's budget row says what its trained context is.
+  gemma="$home/models/gemma-3-270m-q4_k_m.gguf"
+  if [ -f "$gemma" ]; then
+    expect_ok "kv-plan: gemma3's trained context" "note: the budget holds [0-9]+ tokens, but the model was trained for 32768" "$tally" kv-plan -m "$gemma" --budget 2GB
+  fi
   # -n past the context: generation stops there, with a warning (exit 0).
   expect_warned "-n past the context" "stopped: the context of 64 tokens is full" "$tally" run -m "$model" -c 64 -n 200 --ignore-eos -p hi
 else

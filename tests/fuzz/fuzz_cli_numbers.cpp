@@ -5,11 +5,14 @@
 // refusal is a CLI11 ParseError or a tally::Error, and sizes read back.
 //
 // Input: fields separated by '\n'. First byte even: the fields are the values
-// of --i32, --i64, --u64, --f32, --list, --ranged in that order; odd: they
-// are the raw arguments after the program name.
+// of --i32, --i64, --u64, --f32, --list, --ranged, --tokens in that order;
+// odd: they are the raw arguments after the program name. Every option has
+// a range, as the CLI requires of each number option.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <cfloat>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -47,31 +50,33 @@ std::vector<std::string> fields(const uint8_t* data, size_t size) {
 struct Cli {
   CLI::App app;
   int32_t i32 = 0;
-  int64_t i64 = 0, ranged = 0;
+  int64_t i64 = 0, ranged = 0, tokens = 0;
   uint64_t u64 = 0;
   float f32 = 0;
   std::vector<int64_t> list;
-  CLI::Option *o_i32, *o_i64, *o_u64, *o_f32, *o_list, *o_ranged;
+  CLI::Option *o_i32, *o_i64, *o_u64, *o_f32, *o_list, *o_ranged, *o_tokens;
   Cli() {
-    o_i32 = app.add_option("--i32", i32);
-    o_i64 = app.add_option("--i64", i64);
-    o_u64 = app.add_option("--u64", u64);
-    o_f32 = app.add_option("--f32", f32);
-    o_list = app.add_option("--list", list)->delimiter(',');
-    o_ranged = app.add_option("--ranged", ranged)->transform(tally::cli::integer_in(-5, 1 << 24));
-    tally::cli::strict_numbers(app);
+    using namespace tally::cli;
+    o_i32 = app.add_option("--i32", i32)->transform(integer_in(INT32_MIN, INT32_MAX));
+    o_i64 = app.add_option("--i64", i64)->transform(integer_in(INT64_MIN, INT64_MAX));
+    o_u64 = app.add_option("--u64", u64)->transform(unsigned_in(UINT64_MAX));
+    o_f32 = app.add_option("--f32", f32)->transform(real_in(-FLT_MAX, FLT_MAX));
+    o_list = app.add_option("--list", list)->delimiter(',')->transform(integer_in(INT64_MIN, INT64_MAX));
+    o_ranged = app.add_option("--ranged", ranged)->transform(integer_in(-5, 1 << 24));
+    o_tokens = app.add_option("--tokens", tokens)->transform(token_count_in(1, 1 << 24));
+    strict_numbers(app);
   }
 };
 
 void parse_cli(const std::vector<std::string>& args, bool structured) {
   static Cli cli;
   cli.app.clear();
-  auto& [app, i32, i64, ranged, u64, f32, list, o_i32, o_i64, o_u64, o_f32, o_list, o_ranged] = cli;
-  static const char* names[] = {"--i32", "--i64", "--u64", "--f32", "--list", "--ranged"};
+  auto& [app, i32, i64, ranged, tokens, u64, f32, list, o_i32, o_i64, o_u64, o_f32, o_list, o_ranged, o_tokens] = cli;
+  static const char* names[] = {"--i32", "--i64", "--u64", "--f32", "--list", "--ranged", "--tokens"};
   std::vector<std::string> argv{"prog"};
   for (size_t k = 0; k < args.size(); ++k) {
     if (structured) {
-      if (k >= 6) break;
+      if (k >= 7) break;
       argv.push_back(names[k]);
     }
     argv.push_back(args[k]);
@@ -105,6 +110,11 @@ void parse_cli(const std::vector<std::string>& args, bool structured) {
       violated("--f32 differs from its text", text_of(o_f32));
   }
   if (o_ranged->count() && (ranged < -5 || ranged > (1 << 24))) violated("--ranged outside its range", text_of(o_ranged));
+  if (o_tokens->count()) {  // accepted: the count its text says ("8k" is 8192), within its range
+    const uint64_t want = tally::parse_token_count(text_of(o_tokens), "--tokens");
+    if (static_cast<uint64_t>(tokens) != want || tokens < 1 || tokens > (1 << 24))
+      violated("--tokens differs from its text or its range", text_of(o_tokens));
+  }
   if (o_list->count()) {
     const auto& items = o_list->results();
     if (items.size() != list.size()) violated("--list item count", text_of(o_list));

@@ -62,3 +62,20 @@ TEST(BenchProbe, OnlyTheIntegerFormatsRunAsInt8) {
     EXPECT_TRUE(runs_as_int8(t));
   for (DType t : {DType::F32, DType::F16, DType::BF16}) EXPECT_FALSE(runs_as_int8(t));
 }
+
+TEST(BenchProbe, PrefillIsMeasuredAgainstThePeakItsArithmeticRunsAt) {
+  BenchRow pp;
+  pp.test = "pp512";
+  pp.pct_limit = 185;      // of the f32 FMA peak: flattering, the products are int8
+  pp.pct_int8_peak = 46;   // of the int8 peak
+  pp.int8_ops_per_token = 1e9;
+  EXPECT_EQ(limit_summary(pp), "46% of int8 peak");
+  pp.int8_ops_per_token = 0;  // float weights: their products are FMAs
+  EXPECT_EQ(limit_summary(pp), "185% of FMA peak");
+  BenchRow tg;
+  tg.test = "tg128";
+  tg.pct_limit = 71;
+  EXPECT_EQ(limit_summary(tg), "71% of read bandwidth");
+  tg.pct_limit = 0;  // --no-probe
+  EXPECT_EQ(limit_summary(tg), "");
+}

@@ -5,13 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <filesystem>
 #include <string>
-
-#include <stdlib.h>
 
 #include "core/error.h"
 #include "model_test_support.h"
+#include "test_util.h"
 #include "runtime/conversation.h"
 #include "tokenizer/chat_template.h"
 
@@ -90,16 +88,6 @@ TEST(ModelConversation, FullContextDropsOldestTurnsAndGoesOn) {
 namespace tally {
 namespace {
 
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/tally-conversation-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
 TEST(ModelConversation, ACancelledReplyIsKeptMarkedAndSavedSo) {
   TALLY_NEED_MODEL();
   SessionOptions o;
@@ -129,11 +117,11 @@ TEST(ModelConversation, ACancelledReplyIsKeptMarkedAndSavedSo) {
   EXPECT_NE(next.generation.stop, Finish::Cancelled);
   EXPECT_FALSE(chat.stopped(4));
   // Saved and loaded, the mark stays with its message.
-  TempDir dir;
-  chat.save(dir.file("c.tks"));
+  test::TempDir dir;
+  chat.save(dir / "c.tks");
   Session s2(*shared_model(), o);
   Conversation again(s2, shared_tokenizer(), tmpl, "");
-  again.load(dir.file("c.tks"));
+  again.load(dir / "c.tks");
   ASSERT_EQ(again.messages().size(), 5u);
   EXPECT_TRUE(again.stopped(2));
   EXPECT_FALSE(again.stopped(4));

@@ -28,15 +28,7 @@ namespace {
 
 using test::expect_error;
 
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/tally-session-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using TempDir = test::TempDir;
 
 std::vector<uint8_t> read_all(const std::string& p) {
   std::ifstream in(p, std::ios::binary);
@@ -53,10 +45,10 @@ TEST(SessionFile, SaveLoadContinueEqualsAnUninterruptedRun) {
     Session first(*tm->model, test::small_block_session(cache, 128));
     const auto head = generate(first, test::token_pattern(11), test::greedy_options(8)).tokens;
     first.append(std::span<const int32_t>(&head.back(), 1));  // the last chosen token into the cache, as run does
-    first.save(dir.file("s.tks"), "meta text");
+    first.save(dir / "s.tks", "meta text");
 
     Session second(*tm->model, test::small_block_session(cache, 128));
-    EXPECT_EQ(second.load(dir.file("s.tks")), "meta text");
+    EXPECT_EQ(second.load(dir / "s.tks"), "meta text");
     EXPECT_EQ(second.length(), 19);
     const int32_t last = second.tokens().back();
     second.truncate(18);
@@ -72,8 +64,8 @@ TEST(SessionFile, EveryFlippedByteAndEveryTruncationIsRefused) {
   TempDir dir;
   Session s(*tm->model, test::small_block_session(DType::F16, 128));
   s.append(test::token_pattern(9));
-  s.save(dir.file("s.tks"), "{}");
-  const auto good = read_all(dir.file("s.tks"));
+  s.save(dir / "s.tks", "{}");
+  const auto good = read_all(dir / "s.tks");
   ASSERT_NO_THROW(parse_session_file(good.data(), good.size(), "s.tks"));
   for (size_t i = 0; i < good.size(); ++i) {
     auto bad = good;
@@ -102,17 +94,17 @@ TEST(SessionFile, AnotherModelAnotherCacheTypeOrASmallerContextIsRefused) {
   TempDir dir;
   Session s(*tm->model, test::small_block_session(DType::F16, 128));
   s.append(test::token_pattern(20));
-  s.save(dir.file("s.tks"));
+  s.save(dir / "s.tks");
   Session o(*other->model, test::small_block_session(DType::F16, 128));
-  expect_error([&] { o.load(dir.file("s.tks")); }, {"s.tks", "another model"});
+  expect_error([&] { o.load(dir / "s.tks"); }, {"s.tks", "another model"});
   Session f32(*tm->model, test::small_block_session(DType::F32, 128));
-  expect_error([&] { f32.load(dir.file("s.tks")); }, {"holds a F16 cache", "load it into a f16 cache"});
+  expect_error([&] { f32.load(dir / "s.tks"); }, {"holds a F16 cache", "load it into a f16 cache"});
   Session small(*tm->model, test::small_block_session(DType::F16, 16));
-  expect_error([&] { small.load(dir.file("s.tks")); }, {"20 positions", "context of 16"});
-  expect_error([&] { small.load(dir.file("missing.tks")); }, {"missing.tks", "not a session file"});
+  expect_error([&] { small.load(dir / "s.tks"); }, {"20 positions", "context of 16"});
+  expect_error([&] { small.load(dir / "missing.tks"); }, {"missing.tks", "not a session file"});
   // A refused load leaves the session as it was.
   small.append(test::token_pattern(3));
-  EXPECT_THROW(small.load(dir.file("s.tks")), Error);
+  EXPECT_THROW(small.load(dir / "s.tks"), Error);
   EXPECT_EQ(small.tokens(), test::token_pattern(3));
 }
 
@@ -122,22 +114,22 @@ TEST(SessionFile, AKilledSaveLeavesThePreviousFileIntact) {
   TempDir dir;
   Session s(*tm->model, test::small_block_session(DType::F16, 128));
   s.append(test::token_pattern(6));
-  s.save(dir.file("s.tks"), "before");
-  const auto before = read_all(dir.file("s.tks"));
+  s.save(dir / "s.tks", "before");
+  const auto before = read_all(dir / "s.tks");
   s.append(test::token_pattern(30));
   std::fflush(nullptr);
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    s.save(dir.file("s.tks"), "after", [](uint32_t) { ::raise(SIGKILL); });
+    s.save(dir / "s.tks", "after", [](uint32_t) { ::raise(SIGKILL); });
     ::_exit(0);  // not reached
   }
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "the save was not interrupted";
-  EXPECT_EQ(read_all(dir.file("s.tks")), before);
+  EXPECT_EQ(read_all(dir / "s.tks"), before);
   Session again(*tm->model, test::small_block_session(DType::F16, 128));
-  EXPECT_EQ(again.load(dir.file("s.tks")), "before");
+  EXPECT_EQ(again.load(dir / "s.tks"), "before");
   EXPECT_EQ(again.tokens(), test::token_pattern(6));
 }
 

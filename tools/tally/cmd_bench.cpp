@@ -87,6 +87,13 @@ std::string count_text(uint64_t n) {
   return fmt::format("{}", n);
 }
 
+// The benchmarks' progress(what, done, total) drawn on `p` (stderr, terminals only).
+auto draw_on(Progress& p) {
+  return [&p](std::string_view what, int64_t done, int64_t total) {
+    p.update(what, static_cast<double>(done), static_cast<double>(total));
+  };
+}
+
 std::vector<int> thread_counts(const BenchArgs& o) {
   if (o.threads.empty()) return {ThreadPool::default_threads()};
   return std::vector<int>(o.threads.begin(), o.threads.end());
@@ -200,9 +207,7 @@ void parallel(const BenchArgs& o, const LoadedModel& lm, Progress& progress, nlo
                    format_bytes(r.peak_kv_bytes));
         flush_stdout();
       },
-      [&](std::string_view what, int64_t done, int64_t total) {
-        progress.update(what, static_cast<double>(done), static_cast<double>(total));
-      });
+      draw_on(progress));
   progress.clear();
   if (!o.json) return;
   nlohmann::json jr = nlohmann::json::array();
@@ -218,15 +223,6 @@ void parallel(const BenchArgs& o, const LoadedModel& lm, Progress& progress, nlo
 }
 
 // ---- pp / tg
-
-// Prefill against the peak of the arithmetic its matrices run in: the int8
-// dot products for quantized weights (the f32 FMA peak would flatter it), f32
-// FMAs otherwise. Decode against the read bandwidth.
-std::string limit_text(const BenchRow& r) {
-  if (r.test[0] == 't') return r.pct_limit > 0 ? fmt::format("{:.0f}% of read bandwidth", r.pct_limit) : "";
-  if (r.int8_ops_per_token > 0) return r.pct_int8_peak > 0 ? fmt::format("{:.0f}% of int8 peak", r.pct_int8_peak) : "";
-  return r.pct_limit > 0 ? fmt::format("{:.0f}% of FMA peak", r.pct_limit) : "";
-}
 
 void pp_tg(const BenchArgs& o, const LoadedModel& lm, const std::vector<MachineLimits>& limits, Progress& progress,
            nlohmann::json& j) {
@@ -258,12 +254,10 @@ void pp_tg(const BenchArgs& o, const LoadedModel& lm, const std::vector<MachineL
                    one_rep ? "" : fmt::format(" {:.1f} |", r.tps_stddev),
                    tg ? fmt::format("{:.1f} MB", r.bytes_per_token / 1e6) : "", tg ? fmt::format("{:.1f}", r.gbps) : "",
                    tg ? "" : fmt::format("{:.1f}", r.gflops), tg ? "" : fmt::format("{:.1f}", r.int8_gops),
-                   limit_text(r));
+                   limit_summary(r));
         flush_stdout();
       },
-      [&](std::string_view what, int64_t done, int64_t total) {
-        progress.update(what, static_cast<double>(done), static_cast<double>(total));
-      });
+      draw_on(progress));
   progress.clear();
   if (!o.json) return;
   nlohmann::json jr = nlohmann::json::array();

@@ -47,7 +47,7 @@ struct RunOptions {
   // Which flags were given (CLI11's counts, copied before validate()).
   struct Given {
     bool prompt = false, file = false, parallel = false, beam = false, length_penalty = false, sinks = false,
-         window = false, logprobs = false, n_predict = false;
+         window = false, logprobs = false;
   } given;
 
   // StreamingLLM's window: --sinks and/or --window (or the old --stream).
@@ -190,9 +190,8 @@ SingleRun run_single(const RunOptions& o, const LoadedModel& lm, std::vector<int
     prompt.insert(prompt.begin(), last);
   }
   if (!o.sliding() && session.length() + static_cast<int64_t>(prompt.size()) > session.n_ctx())
-    fail("the prompt has {} tokens, more than the {} left in the context of {} (raise -c, or slide past it with "
-         "--sinks N)",
-         prompt.size(), session.n_ctx() - session.length(), session.n_ctx());
+    fail("the prompt has {} tokens, more than the {} left in the context of {} (raise -c)", prompt.size(),
+         session.n_ctx() - session.length(), session.n_ctx());
   GenerateOptions g = generate_options(o, tok, seed);
   const int64_t start = session.length();
   out.gen = generate(
@@ -402,7 +401,7 @@ void add_run(CLI::App& app) {
   add_model_options(cmd, o->m, kRunning | kPrefixCache);
   auto* prompt = cmd->add_option("-p,--prompt", o->prompt, "Prompt text (default: standard input when it is not a terminal)");
   auto* file = cmd->add_option("-f,--file", o->file, "Read the prompt from FILE")->check(nonempty_path());
-  auto* n = cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate at most (-1: no limit, with --sinks)")
+  cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate at most (-1: no limit, with --sinks)")
                 ->capture_default_str()
                 ->transform(integer_in(-1, kMaxContextTokens));
   add_sampling_options(cmd, o->sampling);
@@ -442,9 +441,9 @@ void add_run(CLI::App& app) {
   cmd->add_option("--load-session", o->load_session,
                   "Continue a saved session: -p (optional) is appended after its tokens, as raw text")
       ->check(nonempty_path());
-  cmd->callback([o, prompt, file, n, par, beam, lp, sinks, window, logprobs] {
-    o->given = {prompt->count() > 0, file->count() > 0,   par->count() > 0,     beam->count() > 0, lp->count() > 0,
-                sinks->count() > 0,  window->count() > 0, logprobs->count() > 0, n->count() > 0};
+  cmd->callback([o, prompt, file, par, beam, lp, sinks, window, logprobs] {
+    o->given = {prompt->count() > 0, file->count() > 0,   par->count() > 0,     beam->count() > 0,
+                lp->count() > 0,     sinks->count() > 0,  window->count() > 0, logprobs->count() > 0};
     o->validate();
     execute(*o);
   });

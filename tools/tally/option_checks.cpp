@@ -33,14 +33,14 @@ CLI::Validator integer_validator(int64_t min, int64_t max, std::string descripti
       std::move(description));
 }
 
-CLI::Validator unsigned_validator() {
+CLI::Validator unsigned_validator(uint64_t max, std::string description) {
   return CLI::Validator(
-      [](std::string& s) {
-        std::string e = unsigned_error("", s, UINT64_MAX);
+      [max](std::string& s) {
+        std::string e = unsigned_error("", s, max);
         if (e.empty()) s = fmt::format("{}", *parse_whole(trim(s)));
         return e.empty() ? e : e.substr(1);
       },
-      "");
+      std::move(description));
 }
 
 CLI::Validator real_validator(double min, double max, std::string description) {
@@ -97,6 +97,10 @@ CLI::Validator integer_in(int64_t min, int64_t max) {
   return integer_validator(min, max, fmt::format("INT in [{} - {}]", min, max)).name(kRange);
 }
 
+CLI::Validator unsigned_in(uint64_t max) {
+  return unsigned_validator(max, fmt::format("UINT in [0 - {}]", max)).name(kRange);
+}
+
 CLI::Validator token_count_in(int64_t min, int64_t max) {
   return CLI::Validator(
              [min, max](std::string& s) {
@@ -146,12 +150,12 @@ void strict_numbers(CLI::App& app) {
     };
     if (has(kTokenRange)) continue;
     if (!has(kRange))
-      throw std::logic_error(fmt::format("{} {} has no range (integer_in, token_count_in or real_in)",
+      throw std::logic_error(fmt::format("{} {} has no range (integer_in, unsigned_in, token_count_in or real_in)",
                                          app.get_name(), opt->get_name()));
     if (type == "INT")
       opt->transform(integer_validator(INT64_MIN, INT64_MAX, ""));
     else if (type == "UINT")
-      opt->transform(unsigned_validator());
+      opt->transform(unsigned_validator(UINT64_MAX, ""));
     else if (type == "FLOAT")
       opt->transform(real_validator(-FLT_MAX, FLT_MAX, ""));
   }

@@ -24,6 +24,8 @@ CLI::Validator output_file(std::string what);
 CLI::Validator byte_count_in(std::string flag, uint64_t min, uint64_t max);
 // For one option: an integer in [min, max].
 CLI::Validator integer_in(int64_t min, int64_t max);
+// For an unsigned option: a whole number (no sign) up to max.
+CLI::Validator unsigned_in(uint64_t max);
 // For a number of tokens ("8192", "8k", "128K"; core/byte_size.h), handed
 // to CLI11 in plain decimal: within [min, max].
 CLI::Validator token_count_in(int64_t min, int64_t max);
@@ -36,7 +38,7 @@ CLI::Validator one_of(std::vector<std::string> choices);
 // UINT or FLOAT; list items one by one) the strict reading of its type:
 // INT within int64, UINT within uint64 (no sign), FLOAT finite and within
 // float. Every numeric option must also carry a range of its own
-// (integer_in, token_count_in, real_in): one without is a programming error
+// (integer_in, unsigned_in, token_count_in, real_in): one without is a programming error
 // (std::logic_error), so that no number reaches a narrower type unchecked
 // and every refusal names the range. Call after all options are added.
 void strict_numbers(CLI::App& app);
