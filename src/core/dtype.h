@@ -55,8 +55,11 @@ struct Entry {
   uint32_t id;
   DTypeTraits t;
 };
+// Namespace-scope constexpr (not inline): internal linkage, so that the
+// instruction-set files define no weak symbol (tests/simd_linkage.sh);
+// traits() returns a copy, never a reference to one of them.
 // Every id ggml defines (the gaps are ids it has retired).
-inline constexpr Entry kTable[] = {
+constexpr Entry kTable[] = {
     {0, {"F32", 1, 4, true}},          {1, {"F16", 1, 2, true}},
     {2, {"Q4_0", 32, 18, true}},       {3, {"Q4_1", 32, 20, true}},
     {6, {"Q5_0", 32, 22, true}},       {7, {"Q5_1", 32, 24, true}},
@@ -74,7 +77,7 @@ inline constexpr Entry kTable[] = {
     {30, {"BF16", 1, 2, true}},        {34, {"TQ1_0", 256, 54, false}},
     {35, {"TQ2_0", 256, 66, false}},
 };
-inline constexpr DTypeTraits kUnknown{"?", 1, 1, false};
+constexpr DTypeTraits kUnknown{"?", 1, 1, false};
 inline constexpr uint32_t kIds = 36;  // every id is below this
 // kTable by id, kUnknown in the gaps: traits() is one index, usable in constant expressions.
 constexpr std::array<DTypeTraits, kIds> by_id() {
@@ -83,13 +86,13 @@ constexpr std::array<DTypeTraits, kIds> by_id() {
   for (const Entry& e : kTable) a[e.id] = e.t;
   return a;
 }
-inline constexpr std::array<DTypeTraits, kIds> kById = by_id();
+constexpr std::array<DTypeTraits, kIds> kById = by_id();
 }  // namespace dtype_detail
 
 // Traits of a known id, or nullopt for an id no ggml version defines.
 std::optional<DTypeTraits> dtype_traits(uint32_t id);
 // Traits of a known type (never fails: an unknown one reads as one-byte values named "?").
-constexpr const DTypeTraits& traits(DType t) {
+constexpr DTypeTraits traits(DType t) {
   const auto i = static_cast<uint32_t>(t);
   return i < dtype_detail::kIds ? dtype_detail::kById[i] : dtype_detail::kUnknown;
 }
