@@ -272,8 +272,8 @@ void HttpServer::answer_error(Conn& c, const HttpRequest& head, int status, cons
   HttpResponse res;
   hooks_.error(res, status, message);
   res.status = status;
-  write_response(c, head, res, false);
   if (hooks_.log) hooks_.log(head, res, router_.match(head.method, head.path).route);
+  write_response(c, head, res, false);
 }
 
 bool HttpServer::write_response(Conn& c, const HttpRequest& req, HttpResponse& res, bool keep_alive) {
@@ -352,8 +352,8 @@ void HttpServer::connection(int fd, const std::string& addr) {
     // Answered from the head alone; a body not read makes the connection unusable after.
     auto answer_now = [&](HttpResponse& res) {
       const bool keep = head.keep_alive && !reader.expects_body();
-      write_response(c, head, res, keep);
       if (hooks_.log) hooks_.log(head, res, route.route);
+      write_response(c, head, res, keep);
       return keep;
     };
     if (!route.handler) {
@@ -403,8 +403,10 @@ void HttpServer::connection(int fd, const std::string& addr) {
       res.status = 500;
     }
     const bool keep = req.keep_alive && !stopping_.load();
-    const bool written = write_response(c, req, res, keep);
+    // Counted before the answer goes out: a client that reads /metrics right
+    // after its answer finds the request in it.
     if (hooks_.log) hooks_.log(req, res, route.route);
+    const bool written = write_response(c, req, res, keep);
     if (!written || !keep) return;
     first = false;
   }

@@ -52,7 +52,8 @@ struct HttpHooks {
   std::function<bool(const HttpRequest& head, HttpResponse& res)> admit;
   // Fills `res` with the error body of an HTTP-level refusal (400, 404, 405, 408, 413, 431, 500, 503).
   std::function<void(HttpResponse& res, int status, const std::string& message)> error;
-  // After each answer: the request (its head, for refusals), the answer, the route ("other" for unknown paths).
+  // Each answer, as it goes out (before its bytes: a client that reads /metrics after its answer finds it
+  // counted): the request (its head, for refusals), the answer, the route ("other" for unknown paths).
   std::function<void(const HttpRequest& req, const HttpResponse& res, const std::string& route)> log;
 };
 
