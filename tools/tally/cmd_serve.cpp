@@ -75,7 +75,7 @@ void add_serve(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching (GET / for a web page)");
-  add_model_options(cmd, o->m, kRunning | kPrefixCache,
+  add_model_options(cmd, o->m, kRunning | kPrefixCache | kDiskCache,
                     "KV pool size in positions, shared by the sequences, e.g. 16k (default: the larger of 8192 and "
                     "--parallel x 2048)");
   cmd->add_option("-a,--alias", o->alias,
