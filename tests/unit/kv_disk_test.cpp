@@ -7,9 +7,11 @@
 // layers, whose slots behind the window are not restored); a slid stream's
 // blocks are never written.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -177,6 +179,29 @@ TEST(KvDisk, TheBudgetHoldsLeastRecentlyUsedFirst) {
   KvDisk tiny({dir.str() + "/tiny", 100}, layout());
   put_first(tiny, 1);
   EXPECT_EQ(tiny.stats().files, 0);
+}
+
+// A disk that fills up (the file size limit stands in for it: writes past
+// it fail with EFBIG as they would with ENOSPC): the write is counted, no
+// file is left, and what was written before still loads.
+TEST(KvDisk, AFullDiskCountsTheWriteAndLeavesNoFile) {
+  TempDir dir;
+  KvDisk d({dir.str(), 0}, layout());
+  const BlockDigest kept = put_first(d, 1);
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  const auto previous = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = old;
+  small.rlim_cur = 100;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  put_first(d, 2, {9, 9, 9, 9});
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, previous);
+  EXPECT_EQ(d.stats().write_errors, 1u);
+  EXPECT_EQ(d.stats().written, 1u);
+  EXPECT_EQ(KvDisk::usage(dir.str()).files, 1);
+  EXPECT_EQ(KvDisk::usage(dir.str()).temporary, 0);
+  EXPECT_TRUE(get_first(d, kept));
 }
 
 TEST(KvDisk, FoldersUsageClearAndRefusals) {
