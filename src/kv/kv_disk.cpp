@@ -248,7 +248,8 @@ bool KvDisk::get(const BlockDigest& d, const BlockDigest& parent, std::span<cons
       std::memcmp(p + 80, parent.data(), 32) != 0)
     return bad();
   if (get_u32(p + 112) != layout_.block_size || get_u32(p + 116) != layout_.n_layer ||
-      get_u32(p + 120) != layout_.n_window_layers || get_u64(p + 128) != payload_bytes(window))
+      get_u32(p + 120) != layout_.n_window_layers || get_u32(p + 124) != 0 ||
+      get_u64(p + 128) != payload_bytes(window))
     return bad();
   if (size != kHeaderBytes + tokens.size() * 4 + payload_bytes(window) + 32) return bad();
   for (size_t i = 0; i < tokens.size(); ++i)

@@ -181,6 +181,54 @@ TEST(KvDisk, TheBudgetHoldsLeastRecentlyUsedFirst) {
   EXPECT_EQ(tiny.stats().files, 0);
 }
 
+// The file format as documented in kv_disk.h, written by another
+// implementation (scripts/fixtures/make_fuzz_seeds.py, in Python): the
+// reader accepts it, and the writer makes the same bytes from its payload.
+TEST(KvDisk, ReadsAndWritesTheDocumentedFormat) {
+  const KvDiskLayout l{7, DType::F16, 4, 2, 1, 16};
+  const std::vector<int32_t> tokens{1, 2, 3, 4};
+  for (const char* seed : {"whole", "whole_window"}) {
+    std::ifstream in(std::string(TALLY_SOURCE_DIR) + "/tests/fuzz/corpus/kv_block/" + seed, std::ios::binary);
+    const std::vector<char> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    ASSERT_FALSE(bytes.empty()) << seed;
+    TempDir dir;
+    KvDisk d({dir.str() + "/read", 0}, l);
+    const BlockDigest name = KvDisk::chain(d.root(), tokens);
+    d.put(name, d.root(), tokens, false, [&](uint8_t* p) { std::fill(p, p + d.payload_bytes(false), uint8_t{0}); });
+    const fs::path path = block_files(dir.path / "read")[0];
+    std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    std::vector<uint8_t> payload;
+    bool window = false;
+    ASSERT_TRUE(d.get(name, d.root(), tokens, false, [&](const uint8_t* p, bool w) {
+      window = w;
+      payload.assign(p, p + d.payload_bytes(w));
+    })) << seed;
+    EXPECT_EQ(window, std::string(seed) == "whole_window");
+    KvDisk w({dir.str() + "/write", 0}, l);
+    w.put(name, w.root(), tokens, window, [&](uint8_t* p) { std::copy(payload.begin(), payload.end(), p); });
+    std::ifstream again(block_files(dir.path / "write")[0], std::ios::binary);
+    EXPECT_EQ(std::vector<char>(std::istreambuf_iterator<char>(again), std::istreambuf_iterator<char>()), bytes) << seed;
+  }
+}
+
+// Two processes on one folder (two KvDisk objects stand for them): a block
+// one writes after the other started is found by name; one the other
+// removed is a plain miss, not a corrupt file.
+TEST(KvDisk, TwoWritersShareAFolder) {
+  TempDir dir;
+  KvDisk a({dir.str(), 0}, layout()), b({dir.str(), 0}, layout());
+  const BlockDigest name = put_first(a, 4);
+  std::vector<uint8_t> got;
+  ASSERT_TRUE(get_first(b, name, &got));
+  EXPECT_EQ(got, payload(b, 4));
+  put_first(b, 4);  // already there: not written twice
+  EXPECT_EQ(b.stats().written, 0u);
+  EXPECT_EQ(KvDisk::clear(dir.str()).files, 1);
+  EXPECT_FALSE(get_first(a, name));
+  EXPECT_EQ(a.stats().corrupt, 0u);
+  EXPECT_EQ(a.stats().files, 0) << "a file gone from the folder leaves the budget's count";
+}
+
 // A disk that fills up (the file size limit stands in for it: writes past
 // it fail with EFBIG as they would with ENOSPC): the write is counted, no
 // file is left, and what was written before still loads.
