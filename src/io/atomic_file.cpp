@@ -67,11 +67,19 @@ int remove_stale_temporaries(const std::string& target) {
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return 0;
   int removed = 0;
+  const bool any = std::filesystem::path(target).filename().empty();
   while (const dirent* e = ::readdir(d)) {
     const std::string_view name(e->d_name);
-    if (name.substr(0, prefix.size()) != prefix) continue;
+    size_t at = prefix.size();
+    if (any) {  // ".ANY.tmp-"
+      at = name.rfind(".tmp-");
+      if (name.empty() || name[0] != '.' || at == std::string_view::npos || at == 0) continue;
+      at += 5;
+    } else if (name.substr(0, prefix.size()) != prefix) {
+      continue;
+    }
     // ".NAME.tmp-PID-XXXXXX": the writer's process id, then mkstemp's six characters.
-    const std::string rest(name.substr(prefix.size()));
+    const std::string rest(name.substr(at));
     char* end = nullptr;
     const long pid = std::strtol(rest.c_str(), &end, 10);
     if (end == rest.c_str() || *end != '-' || std::strlen(end) != 7 || pid <= 0) continue;
@@ -83,10 +91,10 @@ int remove_stale_temporaries(const std::string& target) {
   return removed;
 }
 
-AtomicFile::AtomicFile(const std::string& path, std::string_view what)
+AtomicFile::AtomicFile(const std::string& path, std::string_view what, bool sweep)
     : path_(path), what_(what), target_(resolve_write_target(path, what)) {
   const std::string dir = folder_of(target_);
-  remove_stale_temporaries(target_);
+  if (sweep) remove_stale_temporaries(target_);
   std::string name = (std::filesystem::path(dir) / temp_prefix(target_)).string();
   name.append(std::to_string(::getpid())).append("-XXXXXX");
   fd_ = ::mkostemp(name.data(), O_CLOEXEC);

@@ -32,8 +32,10 @@ std::string resolve_write_target(const std::string& path, std::string_view what)
 
 class AtomicFile {
  public:
-  // `what` names the file in errors ("session file", "plot").
-  AtomicFile(const std::string& path, std::string_view what);
+  // `what` names the file in errors ("session file", "plot"). sweep: first
+  // remove the target's stale temporaries (a caller writing many files into
+  // one folder sweeps it once instead, with remove_stale_temporaries).
+  AtomicFile(const std::string& path, std::string_view what, bool sweep = true);
   ~AtomicFile();
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
@@ -60,7 +62,8 @@ class AtomicFile {
 };
 
 // Removes the temporary files of earlier writes to `target` whose process is
-// gone; returns how many. (AtomicFile calls it; exposed for tests.)
+// gone; returns how many. (AtomicFile calls it; exposed for tests.) With an
+// empty file name (target "DIR/"), those of every target in DIR.
 int remove_stale_temporaries(const std::string& target);
 
 // Writes `bytes` to `path` atomically (an AtomicFile, written and committed).

@@ -1,6 +1,7 @@
 #include "kv/kv_cache.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "core/error.h"
@@ -54,6 +55,10 @@ KvCache::KvCache(const KvShape& shape, const KvCacheOptions& o)
       n_ctx_(o.n_ctx),
       window_(any_window_layer(o) ? o.window : 0) {
   if (o.prefix_cache) index_.emplace(storage_.n_blocks(), storage_.block_size());
+  if (o.prefix_cache && !o.disk.dir.empty())
+    disk_ = std::make_unique<KvDisk>(o.disk, KvDiskLayout{o.model_fingerprint, storage_.type(), storage_.block_size(),
+                                                          shape.n_layer, storage_.n_window_layers(),
+                                                          storage_.block_bytes()});
 }
 
 KvCache::SeqId KvCache::new_sequence(int64_t max_len) {
@@ -86,22 +91,138 @@ KvCache::PrefixProbe KvCache::probe_prefix(std::span<const int32_t> tokens, int6
     p.positions += block_size();
     p.evictable_blocks += alloc_.owners(b) == 0;
   }
+  if (disk_) {
+    const int64_t bs = block_size();
+    limit = std::min(limit, static_cast<int64_t>(tokens.size()));
+    BlockDigest d = disk_->root();
+    for (int64_t i = 0; (i + 1) * bs <= limit; ++i) {
+      d = KvDisk::chain(d, tokens.subspan(static_cast<size_t>(i * bs), static_cast<size_t>(bs)));
+      if (i * bs < p.positions) continue;
+      if (!disk_->has(d)) break;
+      p.disk_positions += bs;
+    }
+  }
   return p;
 }
 
-KvCache::SeqId KvCache::create_sequence_from_prefix(std::span<const int32_t> tokens, int64_t limit, int64_t max_len) {
+KvCache::SeqId KvCache::create_sequence_from_prefix(std::span<const int32_t> tokens, int64_t limit, int64_t max_len,
+                                                    int64_t* from_disk) {
   const SeqId id = new_sequence(max_len);
+  if (from_disk) *from_disk = 0;
   if (!index_) return id;
   KvSequence& s = seqs_.get(id);
   ++lookups_;
-  s.blocks = cached_prefix(tokens, std::min(limit, s.max_len), &s.keys);
+  limit = std::min({limit, s.max_len, static_cast<int64_t>(tokens.size())});
+  s.blocks = cached_prefix(tokens, limit, &s.keys);
   for (int32_t b : s.blocks) take_block(b);
+  const size_t in_ram = s.blocks.size();
+  if (disk_) {
+    restore_from_disk(s, tokens, limit);
+    // A prefix serves only as far as its window range has slots (a block
+    // whose load failed leaves the range over restored blocks without any).
+    while (windowed() && s.blocks.size() > in_ram) {
+      const int64_t n = static_cast<int64_t>(s.blocks.size());
+      if (window_held(s.blocks, window_first_block(n * block_size()), n)) break;
+      release_block(s.blocks.back());
+      s.blocks.pop_back();
+      s.keys.pop_back();
+      s.digests.pop_back();
+    }
+  }
   s.length = static_cast<int64_t>(s.blocks.size()) * block_size();
   s.tokens.assign(tokens.begin(), tokens.begin() + s.length);
   hit_tokens_ += static_cast<uint64_t>(s.length);
+  const int64_t disk = static_cast<int64_t>(s.blocks.size() - in_ram) * block_size();
+  disk_hit_tokens_ += static_cast<uint64_t>(disk);
+  if (from_disk) *from_disk = disk;
   sync_window(s);
   hold_window(s);
   return id;
+}
+
+// --- The disk tier ---
+
+void KvCache::name_blocks(KvSequence& s) {
+  const int64_t bs = block_size();
+  for (size_t i = s.digests.size(); i < s.keys.size(); ++i) {
+    const auto t = std::span<const int32_t>(s.tokens).subspan(i * static_cast<size_t>(bs), static_cast<size_t>(bs));
+    s.digests.push_back(KvDisk::chain(i == 0 ? disk_->root() : s.digests.back(), t));
+  }
+}
+
+void KvCache::write_block(int32_t block, const KvSequence& s, int64_t i) {
+  const int64_t bs = block_size();
+  const int32_t slot = windowed() ? slots_.slot(block) : -1;
+  const auto t = std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(i * bs), static_cast<size_t>(bs));
+  const size_t at = static_cast<size_t>(i);
+  disk_->put(s.digests[at], at == 0 ? disk_->root() : s.digests[at - 1], t, slot >= 0, [&](uint8_t* out) {
+    const uint64_t bb = storage_.block_bytes();
+    auto take = [&](int64_t layer, int64_t b) {
+      std::memcpy(out, storage_.k_block(layer, b), bb);
+      std::memcpy(out + bb, storage_.v_block(layer, b), bb);
+      out += 2 * bb;
+    };
+    for (int64_t l = 0; l < storage_.shape().n_layer; ++l)
+      if (!storage_.window_layer(l)) take(l, block);
+    if (slot >= 0)
+      for (int64_t l = 0; l < storage_.shape().n_layer; ++l)
+        if (storage_.window_layer(l)) take(l, slot);
+  });
+}
+
+void KvCache::restore_from_disk(KvSequence& s, std::span<const int32_t> tokens, int64_t limit) {
+  const int64_t bs = block_size();
+  auto block_tokens = [&](int64_t i) {
+    return tokens.subspan(static_cast<size_t>(i * bs), static_cast<size_t>(bs));
+  };
+  s.digests.clear();
+  for (int64_t i = 0; i < static_cast<int64_t>(s.blocks.size()); ++i)
+    s.digests.push_back(KvDisk::chain(i == 0 ? disk_->root() : s.digests.back(), block_tokens(i)));
+  // How far the files go decides which restored blocks need window slots.
+  const int64_t first = static_cast<int64_t>(s.blocks.size());
+  std::vector<BlockDigest> names;
+  for (int64_t i = first; (i + 1) * bs <= limit; ++i) {
+    const BlockDigest& parent = names.empty() ? (i == 0 ? disk_->root() : s.digests.back()) : names.back();
+    BlockDigest d = KvDisk::chain(parent, block_tokens(i));
+    if (!disk_->has(d)) {
+      disk_->count_miss();
+      break;
+    }
+    names.push_back(d);
+  }
+  const int64_t end = first + static_cast<int64_t>(names.size());
+  const int64_t window_first = windowed() ? window_first_block(end * bs) : end;
+  for (int64_t i = first; i < end; ++i) {
+    const bool slot = windowed() && i >= window_first;
+    if (alloc_.available_blocks() == 0 || (slot && !reserve_window_slots(1))) break;
+    const int32_t b = fresh_block(slot);
+    const auto t = block_tokens(i);
+    const bool ok = disk_->get(
+        names[static_cast<size_t>(i - first)], i == 0 ? disk_->root() : s.digests.back(), t, slot,
+        [&](const uint8_t* p, bool window) {
+          const uint64_t bb = storage_.block_bytes();
+          auto put = [&](int64_t layer, int64_t into) {
+            std::memcpy(storage_.k_block(layer, into), p, bb);
+            std::memcpy(storage_.v_block(layer, into), p + bb, bb);
+            p += 2 * bb;
+          };
+          for (int64_t l = 0; l < storage_.shape().n_layer; ++l)
+            if (!storage_.window_layer(l)) put(l, b);
+          if (window && slot)
+            for (int64_t l = 0; l < storage_.shape().n_layer; ++l)
+              if (storage_.window_layer(l)) put(l, slots_.slot(b));
+        });
+    if (!ok) {
+      release_block(b);
+      break;
+    }
+    const int32_t parent = i == 0 ? -1 : s.blocks.back();
+    const uint64_t key = PrefixIndex::chain(i == 0 ? PrefixIndex::kRootKey : s.keys.back(), t);
+    index_->insert(b, key, t, parent, parent < 0 ? 0 : alloc_.version(parent));  // false: a colliding key; unindexed
+    s.blocks.push_back(b);
+    s.keys.push_back(key);
+    s.digests.push_back(names[static_cast<size_t>(i - first)]);
+  }
 }
 
 KvCache::SeqId KvCache::fork(SeqId src) {
@@ -114,6 +235,7 @@ KvCache::SeqId KvCache::fork(SeqId src) {
   s.tokens = from.tokens;
   s.keyable = from.keyable;
   s.keys = from.keys;
+  s.digests = from.digests;
   for (int32_t b : s.blocks) alloc_.retain(b);
   sync_window(s);
   hold_window(s);
@@ -141,6 +263,7 @@ KvCache::SeqId KvCache::fork_copy(SeqId src) {
   s.tokens = from.tokens;
   s.keyable = from.keyable;
   s.keys = from.keys;  // the copies stay unkeyed; the keys chain on for later blocks
+  s.digests = from.digests;
   hold_window(s);
   return id;
 }
@@ -324,6 +447,10 @@ void KvCache::end_write(SeqId seq) {
     const int32_t parent = i == 0 ? -1 : s.blocks[static_cast<size_t>(i - 1)];
     index_->insert(b, s.keys.back(), tokens, parent, parent < 0 ? 0 : alloc_.version(parent));  // false: another block has it
   }
+  if (!disk_) return;
+  const size_t named = s.digests.size();
+  name_blocks(s);
+  for (size_t i = named; i < s.digests.size(); ++i) write_block(s.blocks[i], s, static_cast<int64_t>(i));
 }
 
 int64_t KvCache::resume_point(SeqId seq, int64_t n) const {
@@ -375,6 +502,7 @@ void KvCache::truncate(SeqId seq, int64_t n) {
   s.length = n;
   if (s.keyable) s.tokens.resize(static_cast<size_t>(n));
   if (static_cast<int64_t>(s.keys.size()) > n / bs) s.keys.resize(static_cast<size_t>(n / bs));
+  if (static_cast<int64_t>(s.digests.size()) > n / bs) s.digests.resize(static_cast<size_t>(n / bs));
   // A keyed block now partly past the length will be written again: only its
   // sole owner may forget the key (shared, it is copied on the next write).
   if (n % bs != 0 && indexed(s.blocks.back()) && alloc_.owners(s.blocks.back()) == 1) unindex(s.blocks.back());
@@ -446,6 +574,8 @@ KvCacheStats KvCache::stats() const {
   st.blocks_used = alloc_.used_blocks();
   st.window_slots = slots_.total_slots();
   st.window_slots_used = slots_.used_slots();
+  st.disk_hit_tokens = disk_hit_tokens_;
+  if (disk_) st.disk = disk_->stats();
   return st;
 }
 

@@ -5,6 +5,7 @@
 //   BlockAllocator the pool's block ids and how many sequences own each
 //   PrefixIndex    the prefix cache: blocks by content, evictable ones in LRU order
 //   WindowSlots    the sliding-window layers' smaller pool, lent to blocks
+//   KvDisk         the prefix cache's disk tier (with options.disk.dir)
 // The front keeps them consistent (copy-on-write, keying, the window ranges);
 // the slide of a stream (remove_positions) lives in kv_slide.cpp.
 //
@@ -41,10 +42,18 @@
 // The prefix cache: every full block of a sequence whose tokens are known is
 // indexed under hash(parent block's key, the block's token ids) (PrefixIndex);
 // a hit is verified against the block's tokens and its parent, so a hash
-// collision costs a miss, never a wrong cache. One thread owns a KvCache (not
-// thread-safe).
+// collision costs a miss, never a wrong cache.
+//
+// The disk tier (kv_disk.h): each block the prefix cache keys is also written
+// to disk as it is keyed (write-through: the window layers' K/V are at hand
+// then, and a crash loses nothing), and a prefix lookup that ends in RAM
+// goes on on disk, loading the blocks it finds into fresh pool blocks that
+// are then indexed as if computed here. A sliding-window model's blocks get
+// window slots only inside the window range of the prefix restored. One
+// thread owns a KvCache (not thread-safe).
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -52,6 +61,7 @@
 #include "core/memory_info.h"  // available_memory_bytes(): the budget when none is given
 #include "kernels/kv_layer_view.h"
 #include "kv/block_allocator.h"
+#include "kv/kv_disk.h"
 #include "kv/kv_storage.h"
 #include "kv/prefix_index.h"
 #include "kv/sequence_table.h"
@@ -84,6 +94,9 @@ struct KvCacheOptions {
   std::vector<bool> window_layers = {};
   int64_t max_sequences = 1;
   int64_t max_batch = kDefaultBatchTokens;
+  // The disk tier (needs prefix_cache), and the model the blocks belong to.
+  KvDiskOptions disk = {};
+  uint64_t model_fingerprint = 0;
 };
 
 // Blocks of the window layers' pool for a cache of n_blocks blocks with these
@@ -103,6 +116,8 @@ struct KvCacheStats {
   int64_t blocks_cached = 0;  // held by none, kept for the prefix cache (evictable)
   int64_t window_slots_used = 0;  // window slots lent to blocks (0 without window layers)
   int64_t window_slots = 0;       // the window pool's size
+  uint64_t disk_hit_tokens = 0;   // of hit_tokens, those loaded from the disk tier
+  KvDiskStats disk;               // zeros without a disk tier
 };
 
 class KvCache {
@@ -115,12 +130,15 @@ class KvCache {
   SeqId create_sequence(int64_t max_len = 0);
   // A new sequence holding the longest cached prefix of `tokens` of at most
   // `limit` positions (whole blocks; none when the prefix cache is off).
-  // Returns the sequence; its length() is the hit.
-  SeqId create_sequence_from_prefix(std::span<const int32_t> tokens, int64_t limit, int64_t max_len = 0);
+  // Returns the sequence; its length() is the hit, of which *from_disk (if
+  // given) positions were loaded from the disk tier.
+  SeqId create_sequence_from_prefix(std::span<const int32_t> tokens, int64_t limit, int64_t max_len = 0,
+                                    int64_t* from_disk = nullptr);
   // What create_sequence_from_prefix would take now, without taking it (no counter moves).
   struct PrefixProbe {
-    int64_t positions = 0;         // the hit
+    int64_t positions = 0;         // the hit in RAM
     int64_t evictable_blocks = 0;  // of its blocks, those held by no sequence now
+    int64_t disk_positions = 0;    // block files on disk that continue it (each needs a block to load into)
   };
   PrefixProbe probe_prefix(std::span<const int32_t> tokens, int64_t limit) const;
   // Blocks holding `positions` positions.
@@ -192,6 +210,7 @@ class KvCache {
   const BlockAllocator& allocator() const { return alloc_; }
   // The window layers' slots (a pool of none without window layers).
   const WindowSlots& window_slots() const { return slots_; }
+  bool disk_tier() const { return disk_ != nullptr; }
 
  private:
   KvSeqId new_sequence(int64_t max_len);
@@ -205,6 +224,11 @@ class KvCache {
   // index's walk, cut back to where its window range has slots.
   std::vector<int32_t> cached_prefix(std::span<const int32_t> tokens, int64_t limit, std::vector<uint64_t>* keys) const;
   void reserve(KvSequence& s, SeqId seq, int64_t start, int64_t n);
+  // The disk tier: the names of s's blocks up to its keys; the blocks of a
+  // prefix found in RAM continued from disk (the window cut left to the caller).
+  void name_blocks(KvSequence& s);
+  void write_block(int32_t block, const KvSequence& s, int64_t i);
+  void restore_from_disk(KvSequence& s, std::span<const int32_t> tokens, int64_t limit);
 
   // The allocator and the prefix index together.
   bool indexed(int32_t block) const { return index_ && index_->indexed(block); }
@@ -233,11 +257,12 @@ class KvCache {
   KvStorage storage_;
   BlockAllocator alloc_;
   std::optional<PrefixIndex> index_;  // none when the prefix cache is off
+  std::unique_ptr<KvDisk> disk_;      // none without a disk tier
   WindowSlots slots_;
   SequenceTable seqs_;
   int64_t n_ctx_;
   int64_t window_ = 0;
-  uint64_t lookups_ = 0, hit_tokens_ = 0, copied_blocks_ = 0, copied_bytes_ = 0;
+  uint64_t lookups_ = 0, hit_tokens_ = 0, disk_hit_tokens_ = 0, copied_blocks_ = 0, copied_bytes_ = 0;
 };
 
 }  // namespace tally

@@ -83,8 +83,14 @@ void KvCache::remove_positions(SeqId seq, int64_t from, int64_t n,
   for (size_t d = first; windowed() && d < s.blocks.size(); ++d)
     if (!moved[d]) slots_.release(s.blocks[d]);
   sync_window(s);
-  if (s.keyable) s.tokens.erase(s.tokens.begin() + from, s.tokens.begin() + from + n);
+  // The moved positions hold K/V computed with the dropped ones in view: no
+  // cold run of their tokens computes them, so the sequence is keyed no
+  // further (a later prompt of the same tokens, here or from the disk tier,
+  // must not take them); its blocks before `from` keep their keys.
+  s.keyable = false;
+  s.tokens.clear();
   if (static_cast<int64_t>(s.keys.size()) > from / bs) s.keys.resize(static_cast<size_t>(from / bs));
+  if (static_cast<int64_t>(s.digests.size()) > from / bs) s.digests.resize(static_cast<size_t>(from / bs));
   truncate(seq, len);
 }
 

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kv/kv_disk.h"
+
 namespace tally {
 
 // Names one sequence: its entry in the table and the entry's generation when it was created.
@@ -29,6 +31,7 @@ struct KvSequence {
   std::vector<int32_t> tokens;  // (length) while keyable
   bool keyable = true;          // every token known: its full blocks get prefix-cache keys
   std::vector<uint64_t> keys;   // keys of blocks [0, keys.size()): the full blocks keyed so far
+  std::vector<BlockDigest> digests;  // with a disk tier: the names of blocks [0, digests.size() <= keys.size())
   // Window layers only: each block's window slot (the block table those layers
   // read), and the blocks [held_first, held_end) counted as its window range in
   // the cache's WindowSlots.

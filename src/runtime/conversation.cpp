@@ -63,6 +63,7 @@ TurnResult Conversation::say(const std::string& user, const GenerateOptions& o,
          n_ctx);
   }
   r.reused = session_.reuse_prefix(ids);
+  r.from_disk = session_.disk_tokens();
   r.prefilled = static_cast<int64_t>(ids.size()) - r.reused;
   r.generation = generate(
       session_, std::span<const int32_t>(ids).subspan(static_cast<size_t>(r.reused)), o,

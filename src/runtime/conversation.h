@@ -26,6 +26,7 @@ struct TurnResult {
   GenerateResult generation;
   std::string reply;          // the decoded reply (also appended to the conversation)
   int64_t reused = 0;         // prompt tokens taken from the cache
+  int64_t from_disk = 0;      // of those, loaded from its disk tier
   int64_t prefilled = 0;      // prompt tokens evaluated
   int64_t dropped_turns = 0;  // oldest user/assistant pairs dropped to make room
 };

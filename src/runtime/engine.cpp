@@ -29,6 +29,8 @@ KvCacheOptions cache_options(const Model& m, const EngineOptions& o) {
   k.block_size = o.block_size;
   k.budget_bytes = o.kv_budget;
   k.prefix_cache = o.prefix_cache;
+  k.disk = o.disk;
+  k.model_fingerprint = m.fingerprint();
   return k;
 }
 
@@ -137,12 +139,13 @@ Engine::Admission Engine::admit(std::span<const int32_t> prompt, int64_t max_len
   }
   const Id id = new_slot();
   Seq& s = seqs_[id.slot];
-  s.kv = cache_.create_sequence_from_prefix(prompt, n - 1, max_len);
+  s.kv = cache_.create_sequence_from_prefix(prompt, n - 1, max_len, &s.from_disk);
   s.tokens.assign(prompt.begin(), prompt.end());
   s.evaluated = s.cached = cache_.length(*s.kv);
   s.max_len = max_len;
   a.id = id;
   a.cached_tokens = s.cached;
+  a.disk_tokens = s.from_disk;
   return a;
 }
 
@@ -202,6 +205,7 @@ std::span<const float> Engine::logits(Id id) const {
 
 const std::vector<int32_t>& Engine::tokens(Id id) const { return get(id).tokens; }
 int64_t Engine::cached_tokens(Id id) const { return get(id).cached; }
+int64_t Engine::disk_tokens(Id id) const { return get(id).from_disk; }
 int64_t Engine::room(Id id) const {
   const Seq& s = get(id);
   return s.max_len - static_cast<int64_t>(s.tokens.size());
@@ -394,10 +398,11 @@ int64_t Engine::reuse_prefix(Id id, std::span<const int32_t> tokens) {
   while (own < s.evaluated && own < limit && s.tokens[static_cast<size_t>(own)] == tokens[static_cast<size_t>(own)]) ++own;
   // The prefix cache may hold a longer prefix (blocks of a sequence since released).
   const KvCache::PrefixProbe hit = cache_.probe_prefix(tokens, limit);
-  if (hit.positions > own) {
+  s.from_disk = 0;
+  if (hit.positions + hit.disk_positions > own) {
     const int64_t max_len = s.max_len;
     cache_.free_sequence(*s.kv);
-    s.kv = cache_.create_sequence_from_prefix(tokens, limit, max_len);
+    s.kv = cache_.create_sequence_from_prefix(tokens, limit, max_len, &s.from_disk);
     s.evaluated = cache_.length(*s.kv);
     s.tokens.assign(tokens.begin(), tokens.begin() + s.evaluated);
     s.logits.clear();

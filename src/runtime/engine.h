@@ -58,6 +58,7 @@ struct EngineOptions {
   bool all_logits = false;     // eval() may return every position's logits (perplexity, logits)
   int64_t logit_rows = 0;      // without all_logits: the most positions eval() returns logits of
                                // at once (speculation verifies k + 1); 0: one per sequence of a step
+  KvDiskOptions disk;          // the prefix cache's disk tier (kv/kv_disk.h); dir empty: none
 };
 
 // The context size an engine gets for a requested n_ctx (0 = default).
@@ -73,6 +74,7 @@ class Engine {
   struct Admission {
     std::optional<Id> id;      // empty when refused
     int64_t cached_tokens = 0; // prompt positions taken from the prefix cache
+    int64_t disk_tokens = 0;   // of those, the ones loaded from its disk tier
     std::string refusal;       // why, when refused
   };
   struct Counters {
@@ -162,6 +164,9 @@ class Engine {
   std::span<const float> logits(Id id) const;
   const std::vector<int32_t>& tokens(Id id) const;
   int64_t cached_tokens(Id id) const;  // how many of its prompt came from the prefix cache
+  // Of the positions its admission or last reuse_prefix() took from the
+  // prefix cache, those loaded from the disk tier.
+  int64_t disk_tokens(Id id) const;
   // Positions it may still grow by.
   int64_t room(Id id) const;
 
@@ -186,6 +191,7 @@ class Engine {
     int64_t evaluated = 0;   // tokens in the cache
     int64_t max_len = 0;
     int64_t cached = 0;      // prompt positions the prefix cache gave at admission
+    int64_t from_disk = 0;   // of the last prefix taken (admission, reuse_prefix), those from disk
     uint64_t order = 0;      // admission order
     bool stopped = false;
     std::vector<float> logits;  // of tokens.back(), when ready

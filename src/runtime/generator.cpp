@@ -90,6 +90,12 @@ GenerateResult generate(Session& s, std::span<const int32_t> prompt, const Gener
     fail("the prompt has {} tokens, more than the {} left in the context of {}", prompt.size(),
          s.n_ctx() - s.length(), s.n_ctx());
   r.prompt_tokens = static_cast<int64_t>(prompt.size());
+  auto t0 = std::chrono::steady_clock::now();  // the prefill's time counts loading a prefix from disk
+  if (s.length() == 0 && s.engine().cache().disk_tier() && o.sinks < 0) {
+    r.cached_tokens = s.reuse_prefix(prompt);
+    r.disk_tokens = s.disk_tokens();
+    prompt = prompt.subspan(static_cast<size_t>(r.cached_tokens));
+  }
   Generation gen(o, tok);
   // The no-cache baseline still needs the full sequence to recompute from.
   std::vector<int32_t> history(s.tokens());
@@ -98,7 +104,6 @@ GenerateResult generate(Session& s, std::span<const int32_t> prompt, const Gener
     if (on_emit) on_emit(e);
   };
 
-  auto t0 = std::chrono::steady_clock::now();
   std::span<const float> logits = s.append(prompt);
   history.insert(history.end(), prompt.begin(), prompt.end());
   r.prefill_ms = ms_since(t0);

@@ -41,6 +41,9 @@ struct GenerateResult {
   double prefill_ms = 0, decode_ms = 0;
   Finish stop = Finish::MaxTokens;
   int64_t slid = 0;  // positions dropped by the sliding window
+  // Prompt positions taken from the prefix cache's disk tier (a first prompt
+  // of a session with one), of them loaded from disk.
+  int64_t cached_tokens = 0, disk_tokens = 0;
   // Speculation: guesses verified, and kept; positions written then rolled back.
   int64_t drafted = 0, accepted = 0, rolled_back = 0;
 
@@ -53,7 +56,8 @@ struct GenerateResult {
 };
 
 // Appends `prompt` to the session (which may already hold earlier turns) and
-// generates. on_emit sees each emission (a token with its text piece, and
+// generates. An empty session with a disk tier first takes the longest
+// prefix of the prompt that the prefix cache holds. on_emit sees each emission (a token with its text piece, and
 // held text at the end) as soon as it is made. tok: for text and stop strings.
 GenerateResult generate(Session& s, std::span<const int32_t> prompt, const GenerateOptions& o,
                         const std::function<void(const Emission&)>& on_emit = {}, const Tokenizer* tok = nullptr);

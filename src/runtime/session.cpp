@@ -18,6 +18,7 @@ EngineOptions session_engine_options(const SessionOptions& o) {
   e.kv_budget = o.kv_budget;
   e.all_logits = o.all_logits;
   e.logit_rows = o.logit_rows;
+  e.disk = o.disk;
   return e;
 }
 

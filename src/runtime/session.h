@@ -26,6 +26,7 @@ struct SessionOptions {
   uint64_t kv_budget = 0;    // 0: the machine's available memory
   bool all_logits = false;   // allow every position's logits (perplexity, logits)
   int64_t logit_rows = 0;    // otherwise: the most positions whose logits one append returns (speculation: k + 1)
+  KvDiskOptions disk;        // the prefix cache's disk tier; dir empty: none
 };
 
 // The options of the one-sequence engine a Session owns.
@@ -52,6 +53,8 @@ class Session {
   // the cache holds, never all of it, and returns how many positions were
   // kept; the caller then appends tokens[kept..] (Engine::reuse_prefix).
   int64_t reuse_prefix(std::span<const int32_t> tokens) { return engine_->reuse_prefix(id_, tokens); }
+  // Of the positions the last reuse_prefix() kept, those loaded from the disk tier.
+  int64_t disk_tokens() const { return engine_->disk_tokens(id_); }
 
   const std::vector<int32_t>& tokens() const { return engine_->tokens(id_); }
   int64_t length() const { return static_cast<int64_t>(tokens().size()); }

@@ -58,7 +58,8 @@ json CompletionFormat::usage(const Job& job) {
   return {{"prompt_tokens", job.prompt_tokens()},
           {"completion_tokens", job.completion_tokens()},
           {"total_tokens", job.prompt_tokens() + job.completion_tokens()},
-          {"prompt_tokens_details", {{"cached_tokens", job.cached_tokens()}}}};
+          {"prompt_tokens_details",
+           {{"cached_tokens", job.cached_tokens()}, {"disk_cached_tokens", job.disk_cached_tokens()}}}};
 }
 
 json CompletionFormat::envelope(json choices, bool chunk) const {

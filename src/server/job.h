@@ -40,7 +40,10 @@ class Job {
 
   // Engine side.
   void push(Event e);
-  void set_cached_tokens(int64_t n) { cached_.store(n); }
+  void set_cached_tokens(int64_t n, int64_t from_disk) {
+    cached_.store(n);
+    disk_.store(from_disk);
+  }
 
   // HTTP side: waits up to `timeout` for the next event; false when none came.
   bool next(Event& e, std::chrono::milliseconds timeout);
@@ -50,6 +53,7 @@ class Job {
 
   int64_t prompt_tokens() const { return static_cast<int64_t>(req_.prompt.size()); }
   int64_t cached_tokens() const { return cached_.load(); }
+  int64_t disk_cached_tokens() const { return disk_.load(); }  // of cached_tokens(), from the disk tier
   int64_t completion_tokens() const { return completion_.load(); }
   Clock::time_point submitted() const { return submitted_; }
   // Milliseconds from submission to the first token (-1 before it).
@@ -66,7 +70,7 @@ class Job {
   Clock::time_point first_token_{};
   bool has_first_ = false;
   std::atomic<bool> cancelled_{false};
-  std::atomic<int64_t> cached_{0}, completion_{0};
+  std::atomic<int64_t> cached_{0}, disk_{0}, completion_{0};
 };
 
 }  // namespace tally::server

@@ -96,6 +96,23 @@ std::string Metrics::text(const EngineGauges& g) const {
   counter("tally_prefix_cache_hit_tokens_total", "Prompt tokens taken from the prefix cache.", g.prefix_hit_tokens);
   counter("tally_kv_evictions_total", "Cached KV blocks evicted for new content.", g.evictions);
   counter("tally_preemptions_total", "Sequences preempted for lack of KV blocks.", g.preemptions);
+  if (g.disk_tier) {
+    counter("tally_kv_disk_hits_total", "KV blocks loaded from the cache folder.", g.disk.hits);
+    counter("tally_kv_disk_misses_total", "Prefix lookups that went on to the cache folder and ended there.",
+            g.disk.misses);
+    counter("tally_kv_disk_read_bytes_total", "Bytes of KV block files read.", g.disk.bytes_read);
+    counter("tally_kv_disk_written_bytes_total", "Bytes of KV block files written.", g.disk.bytes_written);
+    counter("tally_kv_disk_writes_total", "KV block files written.", g.disk.written);
+    counter("tally_kv_disk_write_errors_total", "KV blocks that could not be written (a full or read-only disk).",
+            g.disk.write_errors);
+    counter("tally_kv_disk_evictions_total", "KV block files removed to keep the disk budget.", g.disk.evictions);
+    counter("tally_kv_disk_corrupt_total", "KV block files that failed their checks (removed).", g.disk.corrupt);
+    out += fmt::format("# HELP tally_kv_disk_load_seconds_total Time spent reading and checking KV block files.\n"
+                       "# TYPE tally_kv_disk_load_seconds_total counter\ntally_kv_disk_load_seconds_total {}\n",
+                       g.disk.load_seconds);
+    gauge("tally_kv_disk_files", "KV block files in the cache folder known to this server.", g.disk.files);
+    gauge("tally_kv_disk_bytes", "Bytes of those files.", static_cast<int64_t>(g.disk.bytes));
+  }
   out += "# HELP tally_time_to_first_token_seconds From a request's arrival to its first token.\n"
          "# TYPE tally_time_to_first_token_seconds histogram\n";
   out += ttft_.text("tally_time_to_first_token_seconds");

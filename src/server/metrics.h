@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kv/kv_disk.h"
+
 namespace tally::server {
 
 // A cumulative histogram with fixed upper bounds (seconds).
@@ -30,6 +32,8 @@ struct EngineGauges {
   int64_t queue_depth = 0, running_requests = 0, running_sequences = 0;
   int64_t blocks_free = 0, blocks_used = 0, blocks_cached = 0;
   uint64_t prefix_hit_tokens = 0, prefix_lookups = 0, evictions = 0, preemptions = 0;
+  bool disk_tier = false;  // serve --cache-dir: the tally_kv_disk_* series
+  KvDiskStats disk;
 };
 
 // Label values are bounded and escaped: request() takes the route that

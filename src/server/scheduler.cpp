@@ -184,6 +184,8 @@ void Scheduler::publish() {
   gauges_.prefix_hit_tokens = s.hit_tokens;
   gauges_.prefix_lookups = s.lookups;
   gauges_.evictions = s.evictions;
+  gauges_.disk = s.disk;
+  gauges_.disk_tier = engine_.cache().disk_tier();
   gauges_.preemptions = engine_.counters().preemptions;
 }
 
@@ -197,7 +199,7 @@ bool Scheduler::try_admit(const std::shared_ptr<Job>& job) {
   const int64_t max_tokens = req.max_tokens < 0 ? cap : std::min(req.max_tokens, cap);
   const Engine::Admission a = engine_.admit(req.prompt, sliding ? n_ctx_ : std::min(n_ctx_, n + max_tokens));
   if (!a.id) return false;  // the pool cannot hold the prompt now: it waits at the head of the queue
-  job->set_cached_tokens(a.cached_tokens);
+  job->set_cached_tokens(a.cached_tokens, a.disk_tokens);
   auto r = std::make_unique<Running>();
   r->job = job;
   r->params.sampling = req.sampling;

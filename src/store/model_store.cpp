@@ -19,7 +19,7 @@
 #include "core/printable.h"
 #include "io/gguf.h"
 #include "io/model_locator.h"
-#include "store/sha256.h"
+#include "core/sha256.h"
 #include "store/wheel.h"
 
 namespace tally {

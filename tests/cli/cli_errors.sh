@@ -241,6 +241,17 @@ assert 0 < accepted < drafted, (accepted, drafted)
   expect_error "zero threads is fine but negative is not" "--threads: -2 is out of range" "$tally" run -m "$model" -p hi -t -2
   expect_error "prompt longer than context" "more than the .* left in the context" "$tally" run -m "$model" -c 8 -p "one two three four five six seven eight nine ten eleven twelve"
   expect_error "context over the memory budget" "needs .* more than the memory budget" "$tally" run -m "$model" -c 4096 --kv-budget 1000000 -p hi
+  # The prefix cache's disk tier: bad folders and flags, and a prefix that outlives the process.
+  expect_usage "--cache-disk-budget alone" "tally run" "--cache-disk-budget needs --cache-dir" "$tally" run -m "$model" -p hi --cache-disk-budget 1GiB
+  expect_usage "an empty --cache-dir" "tally run" "--cache-dir" "$tally" run -m "$model" -p hi --cache-dir ''
+  expect_usage "--cache-dir without the prefix cache" "tally run" "--cache-dir needs the prefix cache" "$tally" run -m "$model" -p hi --parallel 2 --no-prefix-cache --cache-dir "$tmp/kv"
+  expect_error "--cache-dir naming a file" "KV cache folder $tmp/badmagic.gguf: exists and is not a folder" "$tally" run -m "$model" -p hi --cache-dir "$tmp/badmagic.gguf"
+  expect_error "tally cache on a missing folder" "cache: $tmp/none: not a folder" "$tally" cache "$tmp/none"
+  long="$(printf 'The quick brown fox jumps over the lazy dog. %.0s' $(seq 1 20))"
+  expect_warned "a run writes its prefix to --cache-dir" ", 0 reused from the cache;" "$tally" run -m "$model" -p "$long" -n 2 --temp 0 -v --cache-dir "$tmp/kv"
+  expect_warned "the next run loads it" "192 reused from the cache \\(192 from disk\\)" "$tally" run -m "$model" -p "$long" -n 2 --temp 0 -v --cache-dir "$tmp/kv"
+  expect_ok "tally cache sizes the folder" '"block_files":6' "$tally" cache "$tmp/kv" --json
+  expect_ok "tally cache --clear empties it" "removed 6 KV block files" "$tally" cache "$tmp/kv" --clear
   expect_ok "inspect" "blk.0.attn_q.weight" "$tally" inspect -m "$model"
   expect_ok "inspect json" '"tensors"' "$tally" inspect -m "$model" --json
   expect_ok "greedy run" "Paris" "$tally" run -m "$model" -p "The capital of France is" -n 8 --temp 0

@@ -151,8 +151,9 @@ void reply(Conversation& chat, const Session& session, ChatState& st, const std:
   if (f == Finish::MaxTokens)
     fmt::print(stderr, "[reply cut at {} tokens, the most a reply may have (-n, or /set max_tokens N)]\n",
                r.generation.tokens.size());
-  fmt::print(stderr, "[{} new prompt tokens prefilled, {} reused from the cache, {} generated, {:.1f} tok/s]\n",
-             r.prefilled, r.reused, r.generation.tokens.size(),
+  fmt::print(stderr, "[{} new prompt tokens prefilled, {} reused from the cache{}, {} generated, {:.1f} tok/s]\n",
+             r.prefilled, r.reused, r.from_disk > 0 ? fmt::format(" ({} from disk)", r.from_disk) : std::string(),
+             r.generation.tokens.size(),
              tps(static_cast<double>(r.generation.decoded_tokens()), r.generation.decode_ms));
 }
 
@@ -279,7 +280,7 @@ void add_chat(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "chat",
       "Chat with the model in the terminal (/help for commands; Ctrl-C stops a reply; Ctrl-D or /bye leaves)");
-  add_model_options(cmd, o->m);
+  add_model_options(cmd, o->m, kRunning | kDiskCache);
   add_sampling_options(cmd, o->sampling);
   add_speculation_options(cmd, o->speculation);
   cmd->add_option("--system,--system-prompt", o->system, "System message (default: the template's own)");

@@ -229,9 +229,10 @@ void print_json(const RunOptions& o, const SingleRun& r) {
                     {{"load_ms", r.load_ms},
                      {"prefill_ms", g.prefill_ms},
                      {"decode_ms", g.decode_ms},
-                     {"prefill_tps", tps(static_cast<double>(g.prompt_tokens), g.prefill_ms)},
+                     {"prefill_tps", tps(static_cast<double>(g.prompt_tokens - g.cached_tokens), g.prefill_ms)},
                      {"decode_tps", tps(static_cast<double>(g.decoded_tokens()), g.decode_ms)}}}};
   if (o.logprobs >= 0) j["logprobs"] = r.logprobs;
+  if (!o.m.cache_dir.empty()) j["kv"]["cached_tokens"] = {{"total", g.cached_tokens}, {"disk", g.disk_tokens}};
   if (o.speculation.on())
     j["speculation"] = {{"drafted", g.drafted}, {"accepted", g.accepted}, {"rolled_back", g.rolled_back},
                         {"decode_steps", g.decode_steps}};
@@ -246,10 +247,11 @@ void print_json(const RunOptions& o, const SingleRun& r) {
 void print_perf(const SingleRun& r) {
   const GenerateResult& g = r.gen;
   fmt::print(stderr,
-             "[load {:.0f} ms; {} prompt tokens prefilled at {:.1f} tok/s, {} reused from the cache; {} generated "
+             "[load {:.0f} ms; {} prompt tokens prefilled at {:.1f} tok/s, {} reused from the cache{}; {} generated "
              "at {:.1f} tok/s; finish: {}; seed {}]\n",
-             r.load_ms, g.prompt_tokens, tps(static_cast<double>(g.prompt_tokens), g.prefill_ms), r.session_tokens,
-             g.tokens.size(), tps(static_cast<double>(g.decoded_tokens()), g.decode_ms), finish_name(g.stop), r.seed);
+             r.load_ms, g.prompt_tokens - g.cached_tokens,
+             tps(static_cast<double>(g.prompt_tokens - g.cached_tokens), g.prefill_ms), r.session_tokens + g.cached_tokens,
+             g.disk_tokens > 0 ? fmt::format(" ({} from disk)", g.disk_tokens) : std::string(), g.tokens.size(), tps(static_cast<double>(g.decoded_tokens()), g.decode_ms), finish_name(g.stop), r.seed);
   if (g.drafted > 0)
     fmt::print(stderr, "[speculation: {} of {} guesses kept ({:.0f}%), {:.2f} tokens per step]\n", g.accepted, g.drafted,
                100.0 * static_cast<double>(g.accepted) / static_cast<double>(g.drafted),
@@ -398,7 +400,7 @@ void execute(const RunOptions& o) {
 void add_run(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
   auto* cmd = app.add_subcommand("run", "Generate text from a prompt");
-  add_model_options(cmd, o->m, kRunning | kPrefixCache);
+  add_model_options(cmd, o->m, kRunning | kPrefixCache | kDiskCache);
   auto* prompt = cmd->add_option("-p,--prompt", o->prompt, "Prompt text (default: standard input when it is not a terminal)");
   auto* file = cmd->add_option("-f,--file", o->file, "Read the prompt from FILE")->check(nonempty_path());
   cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate at most (-1: no limit, with --sinks)")

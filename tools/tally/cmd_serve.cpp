@@ -12,8 +12,10 @@
 #include "commands.h"
 #include "core/byte_size.h"
 #include "core/error.h"
+#include "core/printable.h"
 #include "io/text_file.h"
 #include "kv/kv_cache.h"
+#include "kv/kv_disk.h"
 #include "model_options.h"
 #include "option_checks.h"
 #include "server/api_server.h"
@@ -75,7 +77,7 @@ void add_serve(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching (GET / for a web page)");
-  add_model_options(cmd, o->m, kRunning | kPrefixCache,
+  add_model_options(cmd, o->m, kRunning | kPrefixCache | kDiskCache,
                     "KV pool size in positions, shared by the sequences, e.g. 16k (default: the larger of 8192 and "
                     "--parallel x 2048)");
   cmd->add_option("-a,--alias", o->alias,
@@ -151,6 +153,12 @@ void add_serve(CLI::App& app) {
     fmt::print(stderr, "tally serve: {} on http://{}:{}/ ({} sequences at once, context {}, KV pool of {} positions{})\n",
                o->s.model_name, url_host(o->s.http.host), api.port(), o->limits.max_sequences, scheduler.n_ctx(), eo.n_ctx,
                o->s.api_key.empty() ? "" : ", API key required");
+    if (!eo.disk.dir.empty()) {
+      const KvDiskUsage u = KvDisk::usage(eo.disk.dir);
+      fmt::print(stderr, "tally serve: prefix cache folder {}: {} block files, {} (budget {})\n", printable(eo.disk.dir),
+                 u.files, format_bytes_short(u.bytes),
+                 format_bytes_short(eo.disk.budget_bytes ? eo.disk.budget_bytes : kDefaultDiskBudget));
+    }
     std::fflush(stderr);
 
     std::atomic<bool> signalled{false};

@@ -19,5 +19,6 @@ void add_bench(CLI::App& app);
 void add_serve(CLI::App& app);
 // pull, list, rm
 void add_models(CLI::App& app);
+void add_cache(CLI::App& app);
 
 }  // namespace tally::cli

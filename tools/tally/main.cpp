@@ -104,6 +104,7 @@ int main(int argc, char** argv) {
   add_bench(app);
   add_serve(app);
   add_models(app);
+  add_cache(app);
   try {
     strict_numbers(app);
   } catch (const std::exception& e) {  // an option without a range: a bug, caught by any test that runs tally

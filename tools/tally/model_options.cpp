@@ -78,6 +78,15 @@ void add_model_options(CLI::App* cmd, ModelOptions& o, unsigned flags, const std
   if (flags & kPrefixCache)
     cmd->add_flag("--no-prefix-cache", o.no_prefix_cache,
                   "Do not keep or reuse the KV blocks of earlier sequences' prompts (with several sequences)");
+  if (flags & kDiskCache) {
+    cmd->add_option("--cache-dir", o.cache_dir,
+                    "Keep the prefix cache's KV blocks in this folder too, so that a prompt's cached prefix "
+                    "outlives the process (created if missing; see `tally cache`)")
+        ->check(nonempty_path());
+    cmd->add_option("--cache-disk-budget", o.cache_disk_budget,
+                    "Bytes the --cache-dir blocks may take: BYTES, or with a unit (e.g. 20GiB) (default: 10GiB)")
+        ->check(byte_count_in("--cache-disk-budget", 1, UINT64_MAX));
+  }
   if (flags & kGpuLayers)
     cmd->add_option("--n-gpu-layers,--gpu-layers", o.gpu_layers,
                     "llama.cpp's -ngl, accepted: tally runs on the CPU, and a note says so");
@@ -132,6 +141,11 @@ SessionOptions session_options(const ModelOptions& o, const Model& m, bool all_l
   s.n_threads = o.threads;
   s.n_batch = o.batch;
   s.all_logits = all_logits;
+  s.disk.dir = o.cache_dir;
+  if (!o.cache_disk_budget.empty()) {
+    if (o.cache_dir.empty()) usage_fail("--cache-disk-budget needs --cache-dir");
+    s.disk.budget_bytes = parse_byte_count(o.cache_disk_budget, "--cache-disk-budget");
+  }
   if (!o.kv_budget.empty()) {
     s.kv_budget = parse_byte_count(o.kv_budget, "--kv-budget");
     const uint64_t available = available_memory_bytes();
@@ -143,14 +157,10 @@ SessionOptions session_options(const ModelOptions& o, const Model& m, bool all_l
 }
 
 EngineOptions engine_options(const ModelOptions& o, const Model& m) {
-  const SessionOptions s = session_options(o, m, false);
-  EngineOptions e;
-  e.n_ctx = s.n_ctx;
-  e.n_threads = s.n_threads;
-  e.step_tokens = s.n_batch;
-  e.cache_type = s.cache_type;
-  e.kv_budget = s.kv_budget;
+  EngineOptions e = session_engine_options(session_options(o, m, false));
+  e.max_sequences = EngineOptions{}.max_sequences;
   e.prefix_cache = !o.no_prefix_cache;
+  if (!e.prefix_cache && !o.cache_dir.empty()) usage_fail("--cache-dir needs the prefix cache (drop --no-prefix-cache)");
   return e;
 }
 
@@ -164,7 +174,7 @@ auto naming_flags(F&& make) -> decltype(make()) {
     throw;
   } catch (const Error& e) {
     fail("{} (-c sets the context, --kv-budget the memory budget, --cache-type the cache's number format, --batch "
-         "the batch)",
+         "the batch, --cache-dir the cache folder)",
          e.what());
   }
 }

@@ -33,6 +33,8 @@ struct ModelOptions {
   bool scalar = false;
   std::string simd;  // a SimdLevel name; empty: the best this CPU has
   bool no_prefix_cache = false;
+  std::string cache_dir;          // the prefix cache's disk tier; empty: none
+  std::string cache_disk_budget;  // its bytes; empty: kDefaultDiskBudget
   std::string gpu_layers;  // llama.cpp's -ngl: accepted, and a note says tally runs on the CPU
 
   // Usage errors (exit 2) of these flags together: --scalar with --simd.
@@ -48,6 +50,7 @@ enum ModelFlags : unsigned {
   kSimd = 16,         // --scalar, --simd
   kPrefixCache = 32,  // --no-prefix-cache (several sequences)
   kGpuLayers = 64,    // -ngl (llama.cpp's; a note)
+  kDiskCache = 128,   // --cache-dir, --cache-disk-budget (the prefix cache's disk tier)
   kRunning = kModel | kContext | kThreads | kCache | kSimd | kGpuLayers,
 };
 

@@ -1,7 +1,10 @@
 #pragma once
-// SHA-256 over a stream of bytes (OpenSSL's libcrypto), as lowercase hex.
-// Invariant: hex() may be called once, after the last update().
+// SHA-256 over a stream of bytes (OpenSSL's libcrypto), as lowercase hex or
+// as its 32 bytes. Invariant: hex() or digest() may be called once, after the
+// last update().
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -15,6 +18,7 @@ class Sha256 {
   Sha256& operator=(const Sha256&) = delete;
   void update(const void* data, size_t n);
   std::string hex();
+  std::array<uint8_t, 32> digest();
 
  private:
   struct Ctx;

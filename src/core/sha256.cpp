@@ -1,4 +1,4 @@
-#include "store/sha256.h"
+#include "core/sha256.h"
 
 #include <openssl/evp.h>
 
@@ -25,13 +25,18 @@ Sha256::~Sha256() = default;
 
 void Sha256::update(const void* data, size_t n) { EVP_DigestUpdate(ctx_->md, data, n); }
 
-std::string Sha256::hex() {
-  unsigned char d[EVP_MAX_MD_SIZE];
+std::array<uint8_t, 32> Sha256::digest() {
+  std::array<uint8_t, 32> d{};
   unsigned n = 0;
-  EVP_DigestFinal_ex(ctx_->md, d, &n);
+  if (EVP_DigestFinal_ex(ctx_->md, d.data(), &n) != 1 || n != d.size()) fail("SHA-256 digest failed (OpenSSL)");
+  return d;
+}
+
+std::string Sha256::hex() {
+  const std::array<uint8_t, 32> d = digest();
   static const char* digits = "0123456789abcdef";
   std::string s;
-  for (unsigned i = 0; i < n; ++i) {
+  for (size_t i = 0; i < d.size(); ++i) {
     s += digits[d[i] >> 4];
     s += digits[d[i] & 15];
   }

@@ -1,0 +1,142 @@
+#pragma once
+// The prefix cache's disk tier: full KV blocks kept as files in a folder, so
+// that a cached prefix outlives the pool (an evicted block) and the process
+// (a restart, a second `tally run`).
+//
+// A block is named by a digest chained over the whole prefix it ends:
+//   d(-1) = SHA-256(the layout: model fingerprint, cache type, block size,
+//                   layers, window layers, bytes per layer's block)
+//   d(i)  = SHA-256(d(i-1) || block i's token ids)
+// so one name means one prefix of one cache layout: a block of another model
+// or cache type is never found under this cache's names, and no 64-bit key
+// can be made to collide (the RAM index's keys only find candidates).
+//
+// File "<dir>/<hex of d(i)>.kvb", little-endian:
+//   "TALLYKVB"  u32 version (1)  u32 flags (1: the window layers' K/V follow)
+//   d(-1), d(i), d(i-1) (32 bytes each)
+//   u32 block size  u32 layers  u32 window layers  u32 0  u64 payload bytes
+//   block size x i32 token ids
+//   payload: per full layer its block's K then V (block_bytes each), then, with
+//            flag 1, per window layer the K then V of the block's window slot
+//   32 bytes: SHA-256 of every byte before them
+// A file is written through AtomicFile (a temporary name, fsync, rename), so
+// one under its name was written whole; a torn, altered, truncated or
+// foreign one fails the checks on load, is removed, counted (corrupt) and is
+// a miss. Nothing read is used before every check passed.
+//
+// Budget: the files this tier knows (those of its start-up scan and those it
+// wrote since) stay within budget_bytes: a write first removes the least
+// recently used files (a hit touches the file's time, which the scan orders
+// by) until the new one fits; a block larger than the budget is not written.
+// Sharing: several processes may use one folder: files only appear by rename
+// and go by unlink, a lookup opens the file by name (a block another process
+// wrote is found; one it removed is a miss), each process keeps the budget
+// over the files it knows.
+//
+// Errors while writing (a full disk, a folder made read-only) are counted and
+// the block stays in RAM only: the disk tier never fails a generation. One
+// thread owns a KvDisk (not thread-safe).
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace tally {
+
+using BlockDigest = std::array<uint8_t, 32>;
+
+struct KvDiskOptions {
+  std::string dir;            // empty: no disk tier
+  uint64_t budget_bytes = 0;  // bytes of block files at most (0: 10 GiB)
+};
+inline constexpr uint64_t kDefaultDiskBudget = uint64_t{10} << 30;
+
+// What a block file must match, besides its digest.
+struct KvDiskLayout {
+  uint64_t model_fingerprint = 0;
+  DType type = DType::F16;
+  int64_t block_size = 0;
+  int64_t n_layer = 0;
+  int64_t n_window_layers = 0;
+  uint64_t block_bytes = 0;  // one layer's block, K (or V), all kv heads
+};
+
+// Counters since construction, and the files known now.
+struct KvDiskStats {
+  uint64_t hits = 0;          // blocks loaded
+  uint64_t misses = 0;        // lookups past the last block found (one per lookup that ended on disk)
+  uint64_t corrupt = 0;       // files that failed a check (removed)
+  uint64_t written = 0;       // blocks written
+  uint64_t write_errors = 0;  // blocks that could not be written (left in RAM only)
+  uint64_t evictions = 0;     // files removed for the budget
+  uint64_t bytes_read = 0, bytes_written = 0;
+  double load_seconds = 0;    // reading and checking the blocks loaded
+  int64_t files = 0;
+  uint64_t bytes = 0;
+};
+
+// A folder's block files, for `tally cache`.
+struct KvDiskUsage {
+  int64_t files = 0;
+  uint64_t bytes = 0;
+  int64_t temporary = 0;  // writes a killed process left behind
+};
+
+class KvDisk {
+ public:
+  // Opens (creating) the folder and scans its block files. Throws
+  // tally::Error when the path is not a folder or is not writable.
+  KvDisk(const KvDiskOptions& o, const KvDiskLayout& layout);
+
+  const BlockDigest& root() const { return root_; }
+  static BlockDigest chain(const BlockDigest& parent, std::span<const int32_t> tokens);
+
+  // Whether a block file exists under the digest (it may still fail its checks).
+  bool has(const BlockDigest& d) const;
+  // Writes a block unless its file exists. fill(payload) writes
+  // payload_bytes(window) bytes.
+  void put(const BlockDigest& d, const BlockDigest& parent, std::span<const int32_t> tokens, bool window,
+           const std::function<void(uint8_t* payload)>& fill);
+  // Reads and checks the block named d (its parent and tokens must be
+  // these); on success calls use(payload, window) and returns true. A
+  // missing file, or one without the window layers' K/V when need_window,
+  // is false; a bad one is removed, counted and false.
+  bool get(const BlockDigest& d, const BlockDigest& parent, std::span<const int32_t> tokens, bool need_window,
+           const std::function<void(const uint8_t* payload, bool window)>& use);
+  void count_miss() { ++stats_.misses; }
+
+  uint64_t payload_bytes(bool window) const;
+  KvDiskStats stats() const;
+  const std::string& dir() const { return dir_; }
+
+  // What a folder holds, and removing it all (block files and temporary
+  // ones; other files are left alone). Both throw tally::Error when the
+  // folder cannot be read.
+  static KvDiskUsage usage(const std::string& dir);
+  static KvDiskUsage clear(const std::string& dir);
+
+ private:
+  std::string path_of(const BlockDigest& d) const;
+  void remember(const std::string& name, uint64_t bytes);  // most recently used
+  void forget(const std::string& name);
+  bool make_room(uint64_t bytes);  // evicts least recently used files; false if bytes > budget
+
+  std::string dir_;
+  uint64_t budget_;
+  KvDiskLayout layout_;
+  BlockDigest root_;
+  // Known files, least recently used first.
+  std::list<std::pair<std::string, uint64_t>> lru_;
+  std::unordered_map<std::string, std::list<std::pair<std::string, uint64_t>>::iterator> files_;
+  uint64_t bytes_ = 0;
+  KvDiskStats stats_;
+  std::vector<uint8_t> buf_;
+};
+
+}  // namespace tally
