@@ -241,6 +241,12 @@ bool KvDisk::get(const BlockDigest& d, const BlockDigest& parent, std::span<cons
     got += static_cast<uint64_t>(r);
   }
   const uint8_t* p = buf_.data();
+  if (std::memcmp(p, kMagic, 8) == 0 && get_u32(p + 8) > kVersion) {  // a newer tally's: not ours to remove
+    ::close(fd);
+    forget(name);
+    ++stats_.newer;
+    return false;
+  }
   const uint32_t flags = get_u32(p + 12);
   const bool window = flags == kWindowFlag;
   if (std::memcmp(p, kMagic, 8) != 0 || get_u32(p + 8) != kVersion || (flags != 0 && !window)) return bad();

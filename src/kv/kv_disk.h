@@ -22,7 +22,9 @@
 // A file is written through AtomicFile (a temporary name, fsync, rename), so
 // one under its name was written whole; a torn, altered, truncated or
 // foreign one fails the checks on load, is removed, counted (corrupt) and is
-// a miss. Nothing read is used before every check passed.
+// a miss; one of a newer format version is a miss left in place (a newer
+// tally sharing the folder wrote it). Nothing read is used before every check
+// passed.
 //
 // Budget: the files this tier knows (those of its start-up scan and those it
 // wrote since) stay within budget_bytes: a write first removes the least
@@ -72,6 +74,7 @@ struct KvDiskStats {
   uint64_t hits = 0;          // blocks loaded
   uint64_t misses = 0;        // lookups past the last block found (one per lookup that ended on disk)
   uint64_t corrupt = 0;       // files that failed a check (removed)
+  uint64_t newer = 0;         // files of a newer format (a newer tally's: left alone, a miss)
   uint64_t written = 0;       // blocks written
   uint64_t write_errors = 0;  // blocks that could not be written (left in RAM only)
   uint64_t evictions = 0;     // files removed for the budget

@@ -107,6 +107,7 @@ std::string Metrics::text(const EngineGauges& g) const {
             g.disk.write_errors);
     counter("tally_kv_disk_evictions_total", "KV block files removed to keep the disk budget.", g.disk.evictions);
     counter("tally_kv_disk_corrupt_total", "KV block files that failed their checks (removed).", g.disk.corrupt);
+    counter("tally_kv_disk_newer_total", "KV block files of a newer format (left alone).", g.disk.newer);
     out += fmt::format("# HELP tally_kv_disk_load_seconds_total Time spent reading and checking KV block files.\n"
                        "# TYPE tally_kv_disk_load_seconds_total counter\ntally_kv_disk_load_seconds_total {}\n",
                        g.disk.load_seconds);

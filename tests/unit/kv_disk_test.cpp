@@ -131,6 +131,25 @@ TEST(KvDisk, ABadFileIsAMissRemovedAndCounted) {
   EXPECT_EQ(corrupt, spoil.size());
 }
 
+TEST(KvDisk, AFileOfANewerFormatIsAMissLeftInPlace) {
+  TempDir dir;
+  KvDisk d({dir.str(), 0}, layout());
+  const BlockDigest name = put_first(d, 1);
+  const fs::path f = block_files(dir.path)[0];
+  {
+    std::fstream s(f, std::ios::in | std::ios::out | std::ios::binary);
+    s.seekp(8);
+    const char version2[4] = {2, 0, 0, 0};
+    s.write(version2, 4);
+  }
+  EXPECT_FALSE(get_first(d, name));
+  EXPECT_TRUE(fs::exists(f));
+  EXPECT_EQ(d.stats().newer, 1u);
+  EXPECT_EQ(d.stats().corrupt, 0u);
+  put_first(d, 1);  // never written over
+  EXPECT_EQ(d.stats().written, 1u);
+}
+
 TEST(KvDisk, AFileOfAnotherModelOrCacheTypeIsNeverLoaded) {
   KvDiskLayout other_model = layout(43), q8 = layout(), other_shape = layout();
   q8.type = DType::Q8_0;
