@@ -59,6 +59,7 @@ class ApiServer {
   const Tokenizer& tok_;
   std::unique_ptr<ChatTemplate> tmpl_;  // null when the model has no supported template
   std::string tmpl_error_;
+  ToolSupport tools_;  // what the template does with tools
   Scheduler& scheduler_;
   Metrics& metrics_;
   ServerOptions opts_;
