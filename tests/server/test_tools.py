@@ -50,7 +50,7 @@ def client(srv: TallyServer) -> openai.OpenAI:
 
 
 def create(srv, **kw):
-    return client(srv).chat.completions.create(model="m", temperature=0, max_tokens=96, **kw)
+    return client(srv).chat.completions.create(**{"model": "m", "temperature": 0, "max_tokens": 96, **kw})
 
 
 def stream(srv, **kw):
