@@ -213,12 +213,31 @@ void ApiServer::kv_plan(const HttpRequest& req, HttpResponse& res) const {
   send_json(res, kv_plan_response(nlohmann::json(parse_body(req.body)), shape_from_gguf(model_.file())));
 }
 
+const grammar::Vocabulary& ApiServer::vocabulary() {
+  std::call_once(vocab_once_, [this] {
+    vocab_ = std::make_unique<grammar::Vocabulary>(
+        grammar_vocabulary(tok_, static_cast<int32_t>(model_.config().n_vocab)));
+  });
+  return *vocab_;
+}
+
 void ApiServer::generate(bool chat, const HttpRequest& req, HttpResponse& res) {
   const auto b = parse_body(req.body);
   GenerationRequest gr;
   if (chat) {
     if (!tmpl_) throw ApiError(400, "invalid_request_error", fmt::format("chat is unavailable: {}", tmpl_error_));
     gr = parse_chat_request(b, tok_, *tmpl_, tools_);
+    if (gr.call_required) {
+      // The reply must be a call: decoded under a grammar of one call, to the named function or any.
+      nlohmann::ordered_json offered = nlohmann::ordered_json::array();
+      for (const auto& t : gr.tools)
+        if (gr.call_name.empty() || t["function"]["name"] == gr.call_name) offered.push_back(t);
+      try {
+        gr.constraint = call_constraint(tools_.format, offered, vocabulary());
+      } catch (const Error& e) {
+        bad_request("tools", "'tools': a call cannot be required of these tools: {}", e.what());
+      }
+    }
   } else {
     gr = parse_completion_request(b, tok_);
   }

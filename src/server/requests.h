@@ -41,6 +41,9 @@ struct GenerationRequest {
   // tool_choice "required" or a named function: the reply must be a call.
   bool call_required = false;
   std::string call_name;  // the function a named tool_choice asks for ("" : any)
+  // The grammar the reply must follow (the server sets it: a required
+  // call, server/tool_calls.h call_constraint); none: any text.
+  std::optional<grammar::Constraint> constraint;
 };
 
 // What the model's chat template can do with tools.

@@ -132,6 +132,37 @@ std::string new_call_id() {
   return id;
 }
 
+grammar::Constraint call_constraint(ToolFormat format, const nlohmann::ordered_json& tools,
+                                    const grammar::Vocabulary& vocab) {
+  using ojson = nlohmann::ordered_json;
+  const char* args_key = format == ToolFormat::Llama3 ? "parameters" : "arguments";
+  ojson calls = ojson::array();
+  for (const ojson& t : tools) {
+    const ojson& fn = t["function"];
+    ojson params = fn.contains("parameters") && !fn["parameters"].is_null() ? fn["parameters"] : ojson{{"type", "object"}};
+    calls.push_back({{"type", "object"},
+                     {"properties", {{"name", {{"const", fn["name"]}}}, {args_key, std::move(params)}}},
+                     {"required", {"name", args_key}},
+                     {"additionalProperties", false}});
+  }
+  ojson call = calls.size() == 1 ? calls[0] : ojson{{"anyOf", calls}};
+  std::vector<grammar::Part> parts;
+  switch (format) {
+    case ToolFormat::Hermes:
+      parts = {grammar::Part::literal("<tool_call>\n"), grammar::Part::json_schema(call),
+               grammar::Part::literal("\n</tool_call>")};
+      break;
+    case ToolFormat::Mistral:  // [TOOL_CALLS] is a control token: the grammar writes the bare list
+      parts = {grammar::Part::literal("["), grammar::Part::json_schema(call), grammar::Part::literal("]")};
+      break;
+    case ToolFormat::Llama3:
+    case ToolFormat::Json:
+      parts = {grammar::Part::json_schema(call)};
+      break;
+  }
+  return grammar::Constraint::sequence(vocab, parts);
+}
+
 ToolCallParser::ToolCallParser(ToolFormat format, std::vector<std::string> names, bool parallel)
     : format_(format), names_(std::move(names)), parallel_(parallel) {}
 

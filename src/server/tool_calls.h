@@ -28,6 +28,8 @@
 #include <string_view>
 #include <vector>
 
+#include "grammar/grammar.h"
+
 namespace tally {
 class ChatTemplate;
 }
@@ -81,5 +83,15 @@ class ToolCallParser {
 
 // A fresh call id.
 std::string new_call_id();
+
+// The grammar a reply must follow when it has to be a call (tool_choice
+// "required" or a named function): one call, in the template's form, to one
+// of `tools` (OpenAI tool definitions), its arguments valid against that
+// tool's parameters. Hermes: "<tool_call>\n" {"name", "arguments"}
+// "\n</tool_call>"; Llama 3: {"name", "parameters"}; Mistral: [{"name",
+// "arguments"}]; Json: {"name", "arguments"}. Throws tally::Error naming the
+// schema keyword the grammar cannot enforce.
+grammar::Constraint call_constraint(ToolFormat format, const nlohmann::ordered_json& tools,
+                                    const grammar::Vocabulary& vocab);
 
 }  // namespace tally::server

@@ -1,10 +1,12 @@
 """Tool calls through the official `openai` client against tally serve with
-qwen2.5-coder:0.5b (its template shows tools in Hermes form,
-<tool_call>{...}</tool_call>; the 0.5B model writes the bare JSON object): the full loop (the model calls a function,
-the test answers in a `tool` message, the model replies in text), streamed
-and not; tool_choice "none"; a call cut short, returned as text with
-tally_warning; and the 400s of malformed tools, tool_choice and messages, and
-of tools on a model whose template does not show them (smollm2:135m)."""
+qwen2.5-coder:0.5b (its template shows tools in Hermes form, <tool_call>{...}
+</tool_call>; the 0.5B model writes the bare JSON object): the full loop (the
+model calls a function, the test answers in a `tool` message, the model
+replies in text), streamed and not; tool_choice "none"; "required" and a named
+function, decoded under a grammar, yield a call whose arguments validate
+(python jsonschema); a call cut short, returned as text with tally_warning;
+and the 400s of malformed tools, tool_choice and messages, and of tools on a
+model whose template does not show them (smollm2:135m)."""
 
 from __future__ import annotations
 
@@ -129,6 +131,36 @@ def test_tool_choice_none_returns_text(qwen):
     assert "get_weather" in ch.message.content and "Paris" in ch.message.content
 
 
+def test_required_yields_a_call_whose_arguments_validate(qwen):
+    import jsonschema
+    add = {"type": "function", "function": {
+        "name": "add", "description": "Adds two integers",
+        "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                       "required": ["a", "b"], "additionalProperties": False}}}
+    hello = [{"role": "user", "content": "Say hello to me in French."}]
+    # Unconstrained, the model answers this in text ...
+    free = create(qwen, messages=hello, tools=[WEATHER, add]).choices[0]
+    assert free.finish_reason == "stop" and not free.message.tool_calls, free
+    # ... required, it must call one of the tools, with arguments valid against its parameters.
+    for stream_it in (False, True):
+        if stream_it:
+            _, calls, finish, warnings = stream(qwen, messages=hello, tools=[WEATHER, add], tool_choice="required")
+            calls = [(c["name"], c["arguments"]) for c in calls.values()]
+        else:
+            ch = create(qwen, messages=hello, tools=[WEATHER, add], tool_choice="required").choices[0]
+            finish, warnings = [ch.finish_reason], []
+            calls = [(c.function.name, c.function.arguments) for c in ch.message.tool_calls or []]
+        assert finish == ["tool_calls"] and not warnings and len(calls) == 1, (finish, calls)
+        name, args = calls[0]
+        tool = {"get_weather": WEATHER, "add": add}[name]
+        jsonschema.validate(json.loads(args), tool["function"]["parameters"])
+    # A named function: that one, even where the model would call another.
+    ch = create(qwen, messages=ASK, tools=[WEATHER, add],
+                tool_choice={"type": "function", "function": {"name": "add"}}).choices[0]
+    assert ch.finish_reason == "tool_calls" and [c.function.name for c in ch.message.tool_calls] == ["add"]
+    jsonschema.validate(json.loads(ch.message.tool_calls[0].function.arguments), add["function"]["parameters"])
+
+
 def test_named_tool_choice(qwen):
     r = create(qwen, messages=ASK, tools=[WEATHER],
                tool_choice={"type": "function", "function": {"name": "get_weather"}})
@@ -151,21 +183,6 @@ def test_cut_call_is_text_with_a_warning(qwen):
     r = create(qwen, messages=ASK, tools=[WEATHER], max_tokens=6)
     ch = r.choices[0]
     assert ch.finish_reason == "length" and not ch.message.tool_calls and ch.model_extra["tally_warning"]
-
-
-def test_undeclared_tool_in_reply_is_text(qwen):
-    # The prompt offers two tools; the request declares only one callable by naming it: a call
-    # to the other is not a call of this request.
-    other = json.loads(json.dumps(WEATHER))
-    other["function"]["name"] = "get_time"
-    r = create(qwen, messages=ASK, tools=[other, WEATHER],
-               tool_choice={"type": "function", "function": {"name": "get_time"}})
-    ch = r.choices[0]
-    if ch.message.tool_calls:  # the model called get_time
-        assert ch.message.tool_calls[0].function.name == "get_time"
-    else:  # it called get_weather: text and a warning naming it
-        assert "get_weather" in ch.model_extra["tally_warning"]
-        assert "get_weather" in ch.message.content
 
 
 def bad(srv, body, param, words):

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+#include "grammar/grammar.h"
 #include "tokenizer/chat_template.h"
 
 namespace tally::server {
@@ -236,6 +238,56 @@ TEST(ToolCalls, Llama3AndMistralForms) {
   EXPECT_TRUE(r.calls.empty());
   EXPECT_EQ(r.content, "[1, 2, 3]");
   EXPECT_EQ(r.warning, "");
+}
+
+}  // namespace
+}  // namespace tally::server
+
+namespace tally::server {
+namespace {
+
+// A vocabulary of the 256 single bytes (and an end token): grammars over it accept any text they allow.
+grammar::Vocabulary byte_vocab() {
+  std::vector<std::string> bytes;
+  for (int b = 0; b < 256; ++b) bytes.emplace_back(1, static_cast<char>(b));
+  bytes.emplace_back();  // 256: the end token
+  return grammar::Vocabulary(std::move(bytes), 257, {256});
+}
+
+// A required call: the grammar takes exactly one call in the template's form, to a
+// declared tool, with arguments valid against its parameters; and what it takes parses.
+TEST(ToolCalls, RequiredCallGrammar) {
+  const auto tools = nlohmann::ordered_json::parse(R"([
+    {"type": "function", "function": {"name": "add", "parameters": {"type": "object",
+      "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"], "additionalProperties": false}}},
+    {"type": "function", "function": {"name": "ping"}}])");
+  const grammar::Vocabulary v = byte_vocab();
+  const grammar::Constraint hermes = call_constraint(ToolFormat::Hermes, tools, v);
+  const std::string good = "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}\n</tool_call>";
+  EXPECT_TRUE(hermes.matches(good));
+  EXPECT_TRUE(hermes.matches("<tool_call>\n{\"name\": \"ping\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_FALSE(hermes.matches("<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1}}\n</tool_call>"));
+  EXPECT_FALSE(hermes.matches("<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1.5, \"b\": 2}}\n</tool_call>"));
+  EXPECT_FALSE(hermes.matches("<tool_call>\n{\"name\": \"sub\", \"arguments\": {\"a\": 1, \"b\": 2}}\n</tool_call>"));
+  EXPECT_FALSE(hermes.matches("Sure! " + good));
+  const ParsedReply p = ToolCallParser(ToolFormat::Hermes, {"add", "ping"}, true).parse(good);
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, R"({"a":1,"b":2})");
+
+  const grammar::Constraint llama = call_constraint(ToolFormat::Llama3, tools, v);
+  EXPECT_TRUE(llama.matches("{\"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}}"));
+  EXPECT_FALSE(llama.matches("{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}"));
+  const grammar::Constraint mistral = call_constraint(ToolFormat::Mistral, tools, v);
+  EXPECT_TRUE(mistral.matches("[{\"name\": \"ping\", \"arguments\": {}}]"));
+  // Parameters the grammar cannot enforce are refused, naming the keyword.
+  const auto odd = nlohmann::ordered_json::parse(
+      R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "string", "pattern": "a(?=b)"}}}}}])");
+  try {
+    call_constraint(ToolFormat::Hermes, odd, v);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pattern"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
