@@ -5,7 +5,10 @@ text: a reply streams in and equals the API's answer; Markdown renders, a code
 block is highlighted and copied; markup in a reply stays text and runs
 nothing; the view follows a stream until the user scrolls up; conversations
 survive a reload and are switched, renamed and deleted; the settings reach
-the request; the layout holds at 390 px; the planner shows `tally kv-plan`'s
+the request; tool calls (qwen2.5-coder:0.5b with a tools setting) show as
+blocks with the function's name and arguments, and the JSON schema setting is
+sent as response_format or, when it is not JSON, named beside the field and
+not sent; the layout holds at 390 px; the planner shows `tally kv-plan`'s
 numbers. With TALLY_SCREENSHOTS=DIR the screenshots of docs/screenshots are
 written to DIR (serve-chat.png, serve-planner.png, serve-mobile.png)."""
 
