@@ -123,6 +123,12 @@ def stored(d) -> tuple[str | None, dict]:
     return cur, convs
 
 
+# A spy on the page's chat requests (window.__bodies): they still go to the server as they are.
+SPY = """window.__bodies = [];
+  const f = window.fetch;
+  window.fetch = (u, o) => { if (String(u).includes('/chat/')) window.__bodies.push(JSON.parse(o.body)); return f(u, o); };"""
+
+
 def current_messages(d) -> list[dict]:
     cur, convs = stored(d)
     return [{"role": m["role"], "content": m["content"]} for m in convs[cur]["messages"]]
@@ -346,10 +352,7 @@ def test_the_settings_reach_the_request(server, browser):
     d = browser
     open_page(d, server.url)
     # A spy on the page's requests: they still go to the server as they are.
-    spy = """window.__bodies = [];
-      const f = window.fetch;
-      window.fetch = (u, o) => { if (String(u).includes('/chat/')) window.__bodies.push(JSON.parse(o.body)); return f(u, o); };"""
-    d.execute_script(spy)
+    d.execute_script(SPY)
     system = "You are a pirate. Answer like a pirate."
     set_settings(d, system=system, temperature=1, top_p=0.9, max_tokens=12, seed=1234)
     reply = send(d, "Tell me about the sea.")
@@ -372,7 +375,7 @@ def test_the_settings_reach_the_request(server, browser):
         == [system, "1", "0.9", "12", "1234"]
 
     # A setting the page cannot send is named and nothing is sent; one the server refuses is shown, the turn undone.
-    d.execute_script(spy)
+    d.execute_script(SPY)
     set_settings(d, seed="1.5")
     d.find_element(*by("#input")).send_keys("Hello")
     d.find_element(*by("#send")).click()
@@ -500,10 +503,7 @@ def test_tool_calls_show_as_blocks_and_the_json_schema_setting_is_sent(start_ser
     srv = start_server("-m", str(qwen), "--parallel", "1", "-c", "2048", "--max-tokens", "128")
     d = browser
     open_page(d, srv.url)
-    spy = """window.__bodies = [];
-      const f = window.fetch;
-      window.fetch = (u, o) => { if (String(u).includes('/chat/')) window.__bodies.push(JSON.parse(o.body)); return f(u, o); };"""
-    d.execute_script(spy)
+    d.execute_script(SPY)
     tool = {"type": "function", "function": {
         "name": "get_weather", "description": "Get the current weather in a city",
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
@@ -529,7 +529,7 @@ def test_tool_calls_show_as_blocks_and_the_json_schema_setting_is_sent(start_ser
             if m["role"] == "assistant"] == ["get_weather"]
 
     # The JSON schema setting: not JSON is named beside the field and nothing is sent.
-    d.execute_script(spy)
+    d.execute_script(SPY)
     set_settings(d, tools="", json_schema="{\"type\": ")
     assert "not valid JSON" in d.find_element(*by("#s-json_schema-error")).get_attribute("textContent")
     d.find_element(*by("#input")).send_keys("Hello")
