@@ -258,10 +258,14 @@ std::vector<std::string> tool_definitions(const json& b, const ToolSupport& supp
     } else {
       bad_request("tool_choice", "'tool_choice' must be a string or an object, not {}", json_type(*c));
     }
-    if (r.call_required && !tools) bad_request("tool_choice", "'tool_choice' asks for a tool call, but there are no 'tools'");
+    // As OpenAI answers it: a choice among no tools would be ignored.
+    if (!tools) bad_request("tool_choice", "'tool_choice' needs 'tools': there are no tools to choose from");
   }
   bool parallel = true;
-  if (field(b, "parallel_tool_calls")) parallel = boolean(b, "parallel_tool_calls");
+  if (field(b, "parallel_tool_calls")) {
+    parallel = boolean(b, "parallel_tool_calls");
+    if (!tools) bad_request("parallel_tool_calls", "'parallel_tool_calls' needs 'tools'");
+  }
   if (parse_calls) {
     // A named choice: only that function's calls are calls.
     std::vector<std::string> callable = r.call_name.empty() ? names : std::vector<std::string>{r.call_name};

@@ -210,7 +210,9 @@ def test_bad_tools_are_400(qwen):
     bad(qwen, {"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "get_time"}}},
         "tool_choice.function.name", ["get_time", "not one of"])
     bad(qwen, {"tools": [WEATHER], "tool_choice": "always"}, "tool_choice", ["auto", "required"])
-    bad(qwen, {"tool_choice": "required"}, "tool_choice", ["no 'tools'"])
+    bad(qwen, {"tool_choice": "required"}, "tool_choice", ["needs 'tools'"])
+    bad(qwen, {"tool_choice": "auto"}, "tool_choice", ["needs 'tools'"])
+    bad(qwen, {"parallel_tool_calls": False}, "parallel_tool_calls", ["needs 'tools'"])
     bad(qwen, {"tools": [WEATHER], "parallel_tool_calls": "yes"}, "parallel_tool_calls", ["true or false"])
     bad(qwen, {"functions": [fn]}, "functions", ["use 'tools'"])
 
