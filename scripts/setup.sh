@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
 # Installs what building and running tally needs on a Debian machine (apt
-# packages), builds the release binary at build/release/tally, and installs
+# packages) and xgrammar (scripts/build_xgrammar.sh), builds the release binary at build/release/tally, and installs
 # the default model with it (`tally pull`, from models/catalog.json).
 # Idempotent. With --test (scripts/test.sh passes it), also the test tools:
 # GoogleTest, clang's libFuzzer, SIMDe, and what the server tests drive
-# (python3-venv, curl, nginx, Chromium).
+# (curl, nginx, Chromium).
 #   usage: scripts/setup.sh [--test]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PACKAGES=(cmake g++ make pkg-config python3 python3-pip ca-certificates
+PACKAGES=(cmake g++ make pkg-config python3 python3-pip python3-venv ca-certificates
   nlohmann-json3-dev libcli11-dev libpcre2-dev libfmt-dev libboost1.81-dev libzip-dev libssl-dev libedit-dev
   libjs-marked libjs-highlight.js node-dompurify
   gnuplot-nox)
 TEST_PACKAGES=(libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev libsimde-dev
-  python3-venv curl nginx chromium chromium-driver)
+  curl nginx chromium chromium-driver)
 case "${1:-}" in
   --test) PACKAGES+=("${TEST_PACKAGES[@]}") ;;
   "") ;;
@@ -38,6 +38,9 @@ if [ "${#missing[@]}" -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+# xgrammar, the grammar engine, built once into ~/.cache/tally/deps (Debian has no package).
+scripts/build_xgrammar.sh
 
 # TALLY_WERROR=ON (CI sets it) builds with -Werror, so that scripts/test.sh
 # reuses this build for its suite instead of compiling the engine again.

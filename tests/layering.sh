@@ -8,7 +8,7 @@ src=${1:-$(cd "$(dirname "$0")/../src" && pwd)}
 # rank: folder (same rank = neither may include the other)
 declare -A rank=(
   [core]=0
-  [io]=1 [sampler]=1 [jinja]=1
+  [io]=1 [sampler]=1 [jinja]=1 [grammar]=1
   [kernels]=2 [tokenizer]=2
   [kv]=3
   [model]=4

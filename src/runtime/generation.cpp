@@ -27,6 +27,23 @@ const char* finish_reason(Finish f) {
   return "";
 }
 
+grammar::Vocabulary grammar_vocabulary(const Tokenizer& tok, int32_t n_logits) {
+  const int32_t n = tok.n_vocab();
+  if (n_logits < n) fail("the logits have {} rows, fewer than the {} tokens of the vocabulary", n_logits, n);
+  std::vector<std::string> bytes(static_cast<size_t>(n));
+  std::vector<int32_t> ends;
+  std::vector<bool> unused(static_cast<size_t>(n));
+  for (int32_t id : tok.unused_ids())
+    if (id >= 0 && id < n) unused[static_cast<size_t>(id)] = true;
+  for (int32_t id = 0; id < n; ++id) {
+    if (tok.is_end_of_generation(id))
+      ends.push_back(id);
+    else if (!tok.is_control(id) && !unused[static_cast<size_t>(id)])
+      bytes[static_cast<size_t>(id)] = tok.token_bytes(id, /*render_special=*/false);
+  }
+  return grammar::Vocabulary(std::move(bytes), n_logits, std::move(ends));
+}
+
 namespace {
 
 // The sampling parameters with the vocabulary's unused tokens banned: no
@@ -44,6 +61,20 @@ Generation::Generation(const GenerationParams& p, const Tokenizer* tok)
   p_.validate();
   if (tok != nullptr) decoder_.emplace(*tok);
   if (!p_.stop.empty() && tok == nullptr) fail("stop strings need a tokenizer to decode the text");
+  if (p_.constraint) grammar_.emplace(*p_.constraint);
+}
+
+std::span<const float> Generation::constrained(std::span<const float> logits) {
+  if (!grammar_) return logits;
+  masked_.assign(logits.begin(), logits.end());
+  if (grammar_->mask(masked_) == 0) {
+    // Nothing may follow: the grammar is complete and the vocabulary has no
+    // end token for it (otherwise the end token would be allowed).
+    finish_ = grammar_->can_end() ? Finish::EndToken : Finish::Failed;
+    if (finish_ == Finish::Failed) fail("the grammar allows no token here and cannot end");
+    return {};
+  }
+  return masked_;
 }
 
 std::optional<Emission> Generation::step(std::span<const float> logits, std::span<const int32_t> history,
@@ -54,6 +85,8 @@ std::optional<Emission> Generation::step(std::span<const float> logits, std::spa
     return std::nullopt;
   }
   took_guess_ = false;
+  logits = constrained(logits);
+  if (finished()) return std::nullopt;
   Emission e;
   e.token = sampler_.sample(logits, history, static_cast<size_t>(generated_));
   return finish_step(std::move(e), logits, room);
@@ -66,6 +99,9 @@ std::optional<Emission> Generation::step(std::span<const float> logits, std::spa
     finish_ = Finish::MaxTokens;
     return std::nullopt;
   }
+  took_guess_ = false;
+  logits = constrained(logits);
+  if (finished()) return std::nullopt;
   Emission e;
   e.token = choose(sampler_.distribution(logits, history, static_cast<size_t>(generated_)), guess);
   took_guess_ = e.token == guess.token;
@@ -104,7 +140,12 @@ std::optional<Emission> Generation::finish_step(Emission e, std::span<const floa
     e.logprob = lp_[static_cast<size_t>(e.token)];
     e.top = top_entries(lp_, static_cast<size_t>(p_.top_logprobs));
   }
-  if (p_.is_stop && p_.is_stop(e.token)) {
+  if (grammar_ && !grammar_->accept(e.token)) {
+    // The mask allowed only tokens the grammar accepts: a refusal here is a broken invariant, never output.
+    finish_ = Finish::Failed;
+    fail("the grammar refused token {}, which its mask allowed", e.token);
+  }
+  if ((p_.is_stop && p_.is_stop(e.token)) || (grammar_ && grammar_->finished())) {
     finish_ = Finish::EndToken;
     return std::nullopt;
   }

@@ -10,6 +10,12 @@
 //                    -> no room to grow?            -> emit, finish "context"
 //                    -> emit; the token goes back in (next())
 //
+// With a constraint (grammar/grammar.h), the logits are masked before the
+// sampler to the tokens the grammar allows next, and the token chosen
+// advances the grammar: no token it refuses is ever emitted, and an end token
+// is chosen only where the grammar may end (a guess the grammar refuses is
+// never kept). The masked logits are the distribution logprobs report.
+//
 // Text is decoded as it comes (complete UTF-8 only); the tail that could be
 // the start of a stop string is held back until it cannot be, and whatever
 // is held is emitted (token -1) when the sequence finishes. Without a
@@ -26,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "grammar/grammar.h"
 #include "sampler/sampler.h"
 #include "tokenizer/stream_decoder.h"
 #include "tokenizer/tokenizer.h"
@@ -38,9 +45,17 @@ struct GenerationParams {
   std::vector<std::string> stop;          // stop strings (need a tokenizer); not emitted
   std::function<bool(int32_t)> is_stop;   // end-of-generation tokens (not emitted); null: none
   int top_logprobs = -1;                  // -1: no logprobs; k >= 0: the token's and the k best
+  // The grammar the output must follow (compiled for this model's vocabulary); none: any text.
+  std::optional<grammar::Constraint> constraint;
 
   void validate() const;  // throws tally::Error naming the bad field
 };
+
+// The model's vocabulary as grammars see it: each token's bytes as the
+// generation decodes them (none for control and unused tokens), the logits'
+// size, and the end-of-generation tokens. Built once per model (it indexes
+// every token); constraints compiled against it fit that model only.
+grammar::Vocabulary grammar_vocabulary(const Tokenizer& tok, int32_t n_logits);
 
 // Failed: the step could not pick a token (the sampler refused the logits:
 // not finite, or every token banned); the caller that catches that ends the
@@ -96,6 +111,8 @@ class Generation {
 
  private:
   std::optional<Emission> finish_step(Emission e, std::span<const float> logits, int64_t room);
+  // The logits the sampler sees: masked by the grammar, if there is one.
+  std::span<const float> constrained(std::span<const float> logits);
   int32_t choose(std::span<const Sampler::Candidate> dist, const Guess& guess);
 
   GenerationParams p_;
@@ -108,6 +125,8 @@ class Generation {
   int32_t next_ = -1;
   Finish finish_ = Finish::None;
   std::vector<double> lp_;
+  std::optional<grammar::State> grammar_;
+  std::vector<float> masked_;
 };
 
 }  // namespace tally

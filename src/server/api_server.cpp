@@ -68,6 +68,8 @@ ApiServer::ApiServer(const Model& model, const Tokenizer& tok, Scheduler& schedu
     : model_(model), tok_(tok), scheduler_(scheduler), metrics_(metrics), opts_(std::move(opts)) {
   try {
     tmpl_ = std::make_unique<ChatTemplate>(ChatTemplate::from_gguf(model.file()));
+    tools_.shows_tools = template_shows_tools(*tmpl_);
+    tools_.format = tool_format(tmpl_->source());
   } catch (const Error& e) {
     tmpl_error_ = e.what();  // chat completions then answer 400 with this; the rest works
   }
@@ -156,7 +158,7 @@ void ApiServer::models(const HttpRequest&, HttpResponse& res) const {
 }
 
 void ApiServer::tokenize(const HttpRequest& req, HttpResponse& res) const {
-  const json b = parse_body(req.body);
+  const auto b = parse_body(req.body);
   if (!b.contains("content") || !b["content"].is_string()) bad_request("content", "'content' must be a string");
   bool add_special = false;
   if (b.contains("add_special")) {
@@ -167,10 +169,10 @@ void ApiServer::tokenize(const HttpRequest& req, HttpResponse& res) const {
 }
 
 void ApiServer::detokenize(const HttpRequest& req, HttpResponse& res) const {
-  const json b = parse_body(req.body);
+  const auto b = parse_body(req.body);
   if (!b.contains("tokens") || !b["tokens"].is_array()) bad_request("tokens", "'tokens' must be a list of token ids");
   std::vector<int32_t> ids;
-  for (const json& v : b["tokens"]) {
+  for (const auto& v : b["tokens"]) {
     if (!v.is_number_integer()) bad_request("tokens", "'tokens' must hold whole numbers, not {}", json_type(v));
     const int64_t id = v.get<int64_t>();
     if (id < 0 || id >= tok_.n_vocab()) bad_request("tokens", "token id {} is outside the vocabulary [0, {})", id, tok_.n_vocab());
@@ -180,7 +182,7 @@ void ApiServer::detokenize(const HttpRequest& req, HttpResponse& res) const {
 }
 
 void ApiServer::embeddings(const HttpRequest& req, HttpResponse& res) const {
-  const json b = parse_body(req.body);
+  const auto b = parse_body(req.body);
   EmbeddingRequest er = parse_embedding_request(b, tok_, model_.config().n_embd);
   auto& inputs = er.inputs;
   int64_t total = 0;
@@ -208,23 +210,43 @@ void ApiServer::embeddings(const HttpRequest& req, HttpResponse& res) const {
 }
 
 void ApiServer::kv_plan(const HttpRequest& req, HttpResponse& res) const {
-  send_json(res, kv_plan_response(parse_body(req.body), shape_from_gguf(model_.file())));
+  send_json(res, kv_plan_response(nlohmann::json(parse_body(req.body)), shape_from_gguf(model_.file())));
+}
+
+const grammar::Vocabulary& ApiServer::vocabulary() {
+  std::call_once(vocab_once_, [this] {
+    vocab_ = std::make_unique<grammar::Vocabulary>(
+        grammar_vocabulary(tok_, static_cast<int32_t>(model_.config().n_vocab)));
+  });
+  return *vocab_;
 }
 
 void ApiServer::generate(bool chat, const HttpRequest& req, HttpResponse& res) {
-  const json b = parse_body(req.body);
+  const auto b = parse_body(req.body);
   GenerationRequest gr;
   if (chat) {
     if (!tmpl_) throw ApiError(400, "invalid_request_error", fmt::format("chat is unavailable: {}", tmpl_error_));
-    gr = parse_chat_request(b, tok_, *tmpl_);
+    gr = parse_chat_request(b, tok_, *tmpl_, tools_);
+    if (gr.call_required) {
+      // The reply must be a call: decoded under a grammar of one call, to the named function or any.
+      nlohmann::ordered_json offered = nlohmann::ordered_json::array();
+      for (const auto& t : gr.tools)
+        if (gr.call_name.empty() || t["function"]["name"] == gr.call_name) offered.push_back(t);
+      try {
+        gr.constraint = call_constraint(tools_.format, offered, vocabulary());
+      } catch (const Error& e) {
+        bad_request("tools", "'tools': a call cannot be required of these tools: {}", e.what());
+      }
+    }
   } else {
     gr = parse_completion_request(b, tok_);
   }
   const bool stream = gr.stream, logprobs = gr.logprobs, include_usage = gr.include_usage;
   const int n = gr.n;
+  std::optional<ToolCallParser> tool_calls = gr.tool_calls;
   auto job = scheduler_.submit(std::move(gr));
   auto format = std::make_shared<CompletionFormat>(chat, tok_, (chat ? "chatcmpl-" : "cmpl-") + job->id(),
-                                                   opts_.model_name, logprobs, n, include_usage);
+                                                   opts_.model_name, logprobs, n, include_usage, std::move(tool_calls));
   auto log_done = [job, chat](const char* how) {
     const double total = std::chrono::duration<double, std::milli>(Clock::now() - job->submitted()).count();
     fmt::print(stderr, "tally serve: {} {} {}: {} prompt tokens ({} cached), {} generated, first token {:.0f} ms, total {:.0f} ms\n",

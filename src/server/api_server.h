@@ -54,11 +54,16 @@ class ApiServer {
   void embeddings(const HttpRequest&, HttpResponse&) const;
   void kv_plan(const HttpRequest&, HttpResponse&) const;
   void generate(bool chat, const HttpRequest&, HttpResponse&);
+  // The model's vocabulary for grammars, built at the first request that needs one.
+  const grammar::Vocabulary& vocabulary();
 
   const Model& model_;
   const Tokenizer& tok_;
   std::unique_ptr<ChatTemplate> tmpl_;  // null when the model has no supported template
   std::string tmpl_error_;
+  ToolSupport tools_;  // what the template does with tools
+  std::once_flag vocab_once_;
+  std::unique_ptr<grammar::Vocabulary> vocab_;  // once vocab_once_ ran
   Scheduler& scheduler_;
   Metrics& metrics_;
   ServerOptions opts_;

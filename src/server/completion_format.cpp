@@ -10,6 +10,8 @@ namespace {
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
+bool blank(const std::string& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
+
 json bytes_of(const std::string& s) {
   json b = json::array();
   for (unsigned char c : s) b.push_back(static_cast<int>(c));
@@ -19,7 +21,7 @@ json bytes_of(const std::string& s) {
 }  // namespace
 
 CompletionFormat::CompletionFormat(bool chat, const Tokenizer& tok, std::string id, std::string model, bool logprobs,
-                                   int n, bool include_usage)
+                                   int n, bool include_usage, std::optional<ToolCallParser> tools)
     : chat_(chat),
       tok_(tok),
       id_(std::move(id)),
@@ -27,7 +29,8 @@ CompletionFormat::CompletionFormat(bool chat, const Tokenizer& tok, std::string 
       logprobs_(logprobs),
       include_usage_(include_usage),
       created_(static_cast<int64_t>(std::time(nullptr))),
-      choices_(static_cast<size_t>(n)) {
+      choices_(static_cast<size_t>(n)),
+      tools_(std::move(tools)) {
   for (Choice& c : choices_) c.logprobs = empty_logprobs();
 }
 
@@ -88,10 +91,17 @@ json CompletionFormat::whole(const Job& job) const {
   for (size_t i = 0; i < choices_.size(); ++i) {
     const Choice& c = choices_[i];
     json choice{{"index", i}, {"logprobs", logprobs_ ? c.logprobs : json(nullptr)}, {"finish_reason", c.finish}};
-    if (chat_)
+    if (chat_ && tools_) {
+      const Reply r = reply(c.text, c.finish);
+      choice["message"] = {{"role", "assistant"}, {"content", r.content}};
+      if (!r.tool_calls.is_null()) choice["message"]["tool_calls"] = r.tool_calls;
+      choice["finish_reason"] = r.finish;
+      if (!r.warning.empty()) choice["tally_warning"] = r.warning;
+    } else if (chat_) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
-    else
+    } else {
       choice["text"] = c.text;
+    }
     choices.push_back(std::move(choice));
   }
   json r = envelope(std::move(choices), false);
@@ -114,7 +124,26 @@ std::string CompletionFormat::stream_start() const {
   return out;
 }
 
-std::string CompletionFormat::stream_event(const Event& e) const {
+json CompletionFormat::call_json(const ToolCall& c) {
+  return {{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
+}
+
+CompletionFormat::Reply CompletionFormat::reply(const std::string& text, const std::string& finish) const {
+  const ParsedReply p = tools_->parse(text);
+  Reply r;
+  r.content = blank(p.content) ? json(nullptr) : json(p.content);
+  if (!p.calls.empty()) {
+    r.tool_calls = json::array();
+    for (const ToolCall& c : p.calls) r.tool_calls.push_back(call_json(c));
+  }
+  // A reply cut short keeps its reason ("length"); one that ended on its own with calls asks for them.
+  r.finish = !p.calls.empty() && finish == "stop" ? "tool_calls" : finish;
+  r.warning = p.warning;
+  return r;
+}
+
+std::string CompletionFormat::stream_event(const Event& e) {
+  if (chat_ && tools_) return stream_tool_event(e);
   json choice{{"index", e.choice}};
   if (e.kind == Event::Kind::End) {
     choice["logprobs"] = nullptr;
@@ -139,6 +168,49 @@ std::string CompletionFormat::stream_event(const Event& e) const {
   json c = envelope(json::array({std::move(choice)}), true);
   if (include_usage_) c["usage"] = nullptr;
   return sse(c);
+}
+
+std::string CompletionFormat::stream_tool_event(const Event& e) {
+  Choice& c = choices_.at(static_cast<size_t>(e.choice));
+  auto chunk = [&](json delta, json lp, json finish) {
+    json choice{{"index", e.choice}, {"delta", std::move(delta)}, {"logprobs", std::move(lp)}, {"finish_reason", std::move(finish)}};
+    json ch = envelope(json::array({std::move(choice)}), true);
+    if (include_usage_) ch["usage"] = nullptr;
+    return ch;
+  };
+  if (e.kind == Event::Kind::Token) {
+    c.text += e.text;
+    // Content goes out up to where a call may start, once it is more than white space.
+    const size_t h = tools_->hold_from(c.text, false);
+    std::string part;
+    if (h > c.sent && !blank(c.text.substr(0, h))) {
+      part = c.text.substr(c.sent, h - c.sent);
+      c.sent = h;
+    }
+    json lp = nullptr;
+    if (logprobs_ && e.token >= 0) {
+      lp = empty_logprobs();
+      append_logprob(lp, e);
+    }
+    if (part.empty() && lp.is_null()) return {};
+    return sse(chunk({{"content", part}}, std::move(lp), nullptr));
+  }
+  const Reply r = reply(c.text, e.finish_reason);
+  std::string out;
+  if (r.content.is_string() && r.content.get_ref<const std::string&>().size() > c.sent)
+    out += sse(chunk({{"content", r.content.get_ref<const std::string&>().substr(c.sent)}}, nullptr, nullptr));
+  if (!r.tool_calls.is_null())
+    for (size_t k = 0; k < r.tool_calls.size(); ++k) {
+      const json& call = r.tool_calls[k];
+      json head{{"index", k}, {"id", call["id"]}, {"type", "function"},
+                {"function", {{"name", call["function"]["name"]}, {"arguments", ""}}}};
+      out += sse(chunk({{"tool_calls", json::array({head})}}, nullptr, nullptr));
+      json args{{"index", k}, {"function", {{"arguments", call["function"]["arguments"]}}}};
+      out += sse(chunk({{"tool_calls", json::array({args})}}, nullptr, nullptr));
+    }
+  json end = chunk(json::object(), nullptr, r.finish);
+  if (!r.warning.empty()) end["choices"][0]["tally_warning"] = r.warning;
+  return out + sse(end);
 }
 
 std::string CompletionFormat::stream_end(const Job& job) const {

@@ -6,9 +6,17 @@
 // shape, so the streamed and the whole answer cannot drift apart.
 //   chat:       choice {index, message{role, content} | delta{...}, logprobs{content: [...]}, finish_reason}
 //   completion: choice {index, text, logprobs{tokens, token_logprobs, top_logprobs}, finish_reason}
+// With tools, a chat reply is split into content and tool calls
+// (server/tool_calls.h): streamed, the content goes out as it comes up to
+// where a call may start; the rest is held to the choice's end, then sent as
+// content and as each call's header (index, id, type, name) followed by its
+// arguments. A choice that ends on its own with calls finishes "tool_calls";
+// text that looked like a call but is not one comes with "tally_warning".
 // Invariant: the concatenated stream deltas of a choice equal the whole
-// answer's content, and its logprobs the same entries in the same order.
+// answer's content (and its tool calls, ids aside), and its logprobs the
+// same entries in the same order.
 #include <cstdint>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -21,7 +29,7 @@ namespace tally::server {
 class CompletionFormat {
  public:
   CompletionFormat(bool chat, const Tokenizer& tok, std::string id, std::string model, bool logprobs, int n,
-                   bool include_usage);
+                   bool include_usage, std::optional<ToolCallParser> tools = std::nullopt);
 
   // Whole answers: add every event, then the response object.
   void add(const Event& e);
@@ -29,7 +37,8 @@ class CompletionFormat {
 
   // Streams: the "data: ...\n\n" lines, in order.
   std::string stream_start() const;  // chat: each choice's role delta; completions: nothing
-  std::string stream_event(const Event& e) const;
+  std::string stream_event(const Event& e);
+  std::string stream_tool_event(const Event& e);
   std::string stream_end(const Job& job) const;  // the usage chunk if asked, then [DONE]
 
   static nlohmann::json usage(const Job& job);
@@ -38,7 +47,16 @@ class CompletionFormat {
   struct Choice {
     std::string text, finish;
     nlohmann::json logprobs;  // the endpoint's logprobs object, grown per token
+    size_t sent = 0;          // streamed with tools: the bytes of text sent as content
   };
+  // A choice's end with tools: its content, calls, finish reason and warning.
+  struct Reply {
+    nlohmann::json content;     // null when there is no text
+    nlohmann::json tool_calls;  // null when none
+    std::string finish, warning;
+  };
+  Reply reply(const std::string& text, const std::string& finish) const;
+  static nlohmann::json call_json(const ToolCall& c);
   nlohmann::json empty_logprobs() const;
   void append_logprob(nlohmann::json& lp, const Event& e) const;
   nlohmann::json envelope(nlohmann::json choices, bool chunk) const;
@@ -50,6 +68,7 @@ class CompletionFormat {
   bool logprobs_, include_usage_;
   int64_t created_;
   std::vector<Choice> choices_;
+  std::optional<ToolCallParser> tools_;
 };
 
 }  // namespace tally::server

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cctype>
 
 #include "core/byte_size.h"
 #include "core/printable.h"
@@ -12,7 +13,7 @@
 
 namespace tally::server {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace {
 
@@ -26,14 +27,14 @@ constexpr std::array kSamplingFields = {"model",         "max_tokens",       "ma
                                         "seed",          "stop",             "presence_penalty",      "frequency_penalty",
                                         "stream",        "stream_options",   "logit_bias",            "logprobs",
                                         "user"};
-constexpr std::array kChatFields = {"messages", "top_logprobs"};
+constexpr std::array kChatFields = {"messages", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls"};
 constexpr std::array kCompletionFields = {"prompt"};
 constexpr std::array kEmbeddingFields = {"model", "input", "encoding_format", "dimensions", "user"};
 
 // Why a known OpenAI field is not taken, where a reason says more than "unknown".
 const char* unsupported_reason(std::string_view k) {
-  if (k == "tools" || k == "tool_choice" || k == "functions" || k == "function_call" || k == "parallel_tool_calls")
-    return "tool calls are not supported";
+  if (k == "functions" || k == "function_call") return "the deprecated function-call fields are not supported: use 'tools'";
+  if (k == "tools" || k == "tool_choice" || k == "parallel_tool_calls") return "tools are taken by chat completions only";
   if (k == "response_format") return "structured output (JSON mode, a schema) is not supported";
   if (k == "suffix" || k == "echo" || k == "best_of") return "it is not supported";
   if (k == "modalities" || k == "audio") return "only text is supported";
@@ -177,10 +178,160 @@ std::string message_text(const json& content, size_t i) {
   return text;
 }
 
+constexpr const char* kNoToolsTemplate = "the model's chat template does not support tools";
+
+bool valid_tool_name(const std::string& n) {
+  if (n.empty() || n.size() > 64) return false;
+  return std::all_of(n.begin(), n.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; });
+}
+
+// A string field of an object, or a 400 naming it ("" when absent and optional).
+std::string string_at(const json& obj, const char* key, const std::string& at, bool required) {
+  const json* v = field(obj, key);
+  if (!v) {
+    if (required) bad_request(at + "." + key, "'{}.{}' is required", at, key);
+    return {};
+  }
+  if (!v->is_string()) bad_request(at + "." + key, "'{}.{}' must be a string, not {}", at, key, json_type(*v));
+  return v->get<std::string>();
+}
+
+// tools, tool_choice, parallel_tool_calls: checked, and kept in r; the declared names.
+std::vector<std::string> tool_definitions(const json& b, const ToolSupport& support, GenerationRequest& r) {
+  std::vector<std::string> names;
+  const json* tools = field(b, "tools");
+  if (tools) {
+    if (!tools->is_array()) bad_request("tools", "'tools' must be a list of tools, not {}", json_type(*tools));
+    if (tools->empty()) bad_request("tools", "'tools' must hold at least one tool (leave it out for none)");
+    if (!support.shows_tools) bad_request("tools", "'tools': {}", kNoToolsTemplate);
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const json& t = (*tools)[i];
+      const std::string at = fmt::format("tools[{}]", i);
+      if (!t.is_object()) bad_request(at, "'{}' must be an object, not {}", at, json_type(t));
+      if (string_at(t, "type", at, true) != "function")
+        bad_request(at + ".type", "'{}.type' must be \"function\" (the only kind of tool)", at);
+      const json* fn = field(t, "function");
+      if (!fn) bad_request(at + ".function", "'{}.function' is required", at);
+      if (!fn->is_object()) bad_request(at + ".function", "'{}.function' must be an object, not {}", at, json_type(*fn));
+      const std::string fat = at + ".function";
+      const std::string name = string_at(*fn, "name", fat, true);
+      if (!valid_tool_name(name))
+        bad_request(fat + ".name", "'{}.name' must be 1 to 64 letters, digits, '_' or '-', not \"{}\"", fat,
+                    excerpt(name, 64));
+      if (std::find(names.begin(), names.end(), name) != names.end())
+        bad_request(fat + ".name", "'{}.name': \"{}\" names two tools", fat, name);
+      string_at(*fn, "description", fat, false);
+      if (const json* p = field(*fn, "parameters")) {
+        if (!p->is_object())
+          bad_request(fat + ".parameters", "'{}.parameters' must be a JSON schema object, not {}", fat, json_type(*p));
+        if (const json* ty = field(*p, "type"); ty && *ty != "object")
+          bad_request(fat + ".parameters.type", "'{}.parameters' must describe an object (\"type\": \"object\")", fat);
+      }
+      if (const json* st = field(*fn, "strict"); st && !st->is_boolean())
+        bad_request(fat + ".strict", "'{}.strict' must be true or false, not {}", fat, json_type(*st));
+      names.push_back(name);
+    }
+    r.tools = *tools;
+  }
+  bool parse_calls = tools != nullptr;
+  if (const json* c = field(b, "tool_choice")) {
+    if (c->is_string()) {
+      const std::string v = c->get<std::string>();
+      if (v == "none") {
+        parse_calls = false;  // the tools stay in the prompt (as llama.cpp and vLLM render them); the reply is text
+      } else if (v == "required") {
+        r.call_required = true;
+      } else if (v != "auto") {
+        bad_request("tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or a named function, not \"{}\"",
+                    excerpt(v, 32));
+      }
+    } else if (c->is_object()) {
+      if (string_at(*c, "type", "tool_choice", true) != "function")
+        bad_request("tool_choice.type", "'tool_choice.type' must be \"function\"");
+      const json* fn = field(*c, "function");
+      if (!fn || !fn->is_object()) bad_request("tool_choice.function", "'tool_choice.function' must be an object with a name");
+      r.call_name = string_at(*fn, "name", "tool_choice.function", true);
+      if (std::find(names.begin(), names.end(), r.call_name) == names.end())
+        bad_request("tool_choice.function.name", "'tool_choice.function.name': \"{}\" is not one of the request's tools",
+                    excerpt(r.call_name, 64));
+      r.call_required = true;
+    } else {
+      bad_request("tool_choice", "'tool_choice' must be a string or an object, not {}", json_type(*c));
+    }
+    // As OpenAI answers it: a choice among no tools would be ignored.
+    if (!tools) bad_request("tool_choice", "'tool_choice' needs 'tools': there are no tools to choose from");
+  }
+  bool parallel = true;
+  if (field(b, "parallel_tool_calls")) {
+    parallel = boolean(b, "parallel_tool_calls");
+    if (!tools) bad_request("parallel_tool_calls", "'parallel_tool_calls' needs 'tools'");
+  }
+  if (parse_calls) {
+    // A named choice: only that function's calls are calls.
+    std::vector<std::string> callable = r.call_name.empty() ? names : std::vector<std::string>{r.call_name};
+    r.tool_calls.emplace(support.format, std::move(callable), parallel);
+  }
+  return names;
+}
+
+// An assistant message's tool_calls as the template sees them: arguments as
+// objects where the JSON string holds one (as vLLM passes them; templates
+// such as Qwen's and Llama's write them with tojson).
+json message_tool_calls(const json& calls, const std::string& at) {
+  if (!calls.is_array()) bad_request(at, "'{}' must be a list, not {}", at, json_type(calls));
+  json out = json::array();
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const json& c = calls[k];
+    const std::string cat = fmt::format("{}[{}]", at, k);
+    if (!c.is_object()) bad_request(cat, "'{}' must be an object, not {}", cat, json_type(c));
+    const std::string id = string_at(c, "id", cat, true);
+    if (string_at(c, "type", cat, true) != "function") bad_request(cat + ".type", "'{}.type' must be \"function\"", cat);
+    const json* fn = field(c, "function");
+    if (!fn || !fn->is_object()) bad_request(cat + ".function", "'{}.function' must be an object", cat);
+    const std::string fat = cat + ".function";
+    const std::string name = string_at(*fn, "name", fat, true);
+    const std::string args = string_at(*fn, "arguments", fat, true);
+    json parsed = json::parse(args, nullptr, /*allow_exceptions=*/false);
+    json arguments = parsed.is_object() ? std::move(parsed) : json(args);
+    out.push_back({{"id", id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", std::move(arguments)}}}});
+  }
+  return out;
+}
+
+ChatMessage chat_message(const json& msg, size_t i, const ToolSupport& support) {
+  const std::string at = fmt::format("messages[{}]", i);
+  if (!msg.is_object()) bad_request(at, "'{}' must be an object, not {}", at, json_type(msg));
+  const json* role = field(msg, "role");
+  if (!role || !role->is_string()) bad_request(at + ".role", "'{}.role' must be a string", at);
+  std::string rs = role->get<std::string>();
+  if (rs == "developer") rs = "system";  // OpenAI's newer name for the system role
+  if (rs != "system" && rs != "user" && rs != "assistant" && rs != "tool")
+    bad_request(at + ".role", "'{}.role' must be system, developer, user, assistant or tool", at);
+  ChatMessage cm;
+  cm.role = rs;
+  const json* calls = rs == "assistant" ? field(msg, "tool_calls") : nullptr;
+  if (calls && !(calls->is_array() && calls->empty())) {
+    if (!support.shows_tools) bad_request(at + ".tool_calls", "'{}.tool_calls': {}", at, kNoToolsTemplate);
+    cm.tool_calls = message_tool_calls(*calls, at + ".tool_calls");
+  }
+  if (rs == "tool") {
+    if (!support.shows_tools) bad_request(at + ".role", "'{}.role' is tool: {}", at, kNoToolsTemplate);
+    cm.tool_call_id = string_at(msg, "tool_call_id", at, true);
+    if (cm.tool_call_id.empty()) bad_request(at + ".tool_call_id", "'{}.tool_call_id' must not be empty", at);
+    cm.name = string_at(msg, "name", at, false);
+  }
+  const json* content = field(msg, "content");
+  if (content)
+    cm.content = message_text(*content, i);
+  else if (cm.tool_calls.is_null())  // an assistant message that calls tools may have no text
+    bad_request(at + ".content", "'{}.content' is required", at);
+  return cm;
+}
+
 }  // namespace
 
-std::string json_type(const json& v) {
-  switch (v.type()) {
+std::string json_type(nlohmann::json::value_t t) {
+  switch (t) {
     case json::value_t::null: return "null";
     case json::value_t::object: return "an object";
     case json::value_t::array: return "an array";
@@ -207,7 +358,8 @@ json parse_body(std::string_view body) {
   return j;
 }
 
-GenerationRequest parse_chat_request(const json& b, const Tokenizer& tok, const ChatTemplate& tmpl) {
+GenerationRequest parse_chat_request(const json& b, const Tokenizer& tok, const ChatTemplate& tmpl,
+                                     const ToolSupport& support) {
   refuse_unknown_fields(b, kSamplingFields, kChatFields);
   GenerationRequest r;
   r.chat = true;
@@ -215,21 +367,9 @@ GenerationRequest parse_chat_request(const json& b, const Tokenizer& tok, const 
   if (!m) bad_request("messages", "'messages' is required");
   if (!m->is_array()) bad_request("messages", "'messages' must be an array, not {}", json_type(*m));
   if (m->empty()) bad_request("messages", "'messages' must hold at least one message");
+  const std::vector<std::string> names = tool_definitions(b, support, r);
   std::vector<ChatMessage> msgs;
-  for (size_t i = 0; i < m->size(); ++i) {
-    const json& msg = (*m)[i];
-    const std::string at = fmt::format("messages[{}]", i);
-    if (!msg.is_object()) bad_request(at, "'{}' must be an object, not {}", at, json_type(msg));
-    const json* role = field(msg, "role");
-    if (!role || !role->is_string()) bad_request(at + ".role", "'{}.role' must be a string", at);
-    std::string rs = role->get<std::string>();
-    if (rs == "developer") rs = "system";  // OpenAI's newer name for the system role
-    if (rs != "system" && rs != "user" && rs != "assistant")
-      bad_request(at + ".role", "'{}.role' must be system, user or assistant (tools are not supported)", at);
-    const json* content = field(msg, "content");
-    if (!content) bad_request(at + ".content", "'{}.content' is required", at);
-    msgs.push_back({rs, message_text(*content, i)});
-  }
+  for (size_t i = 0; i < m->size(); ++i) msgs.push_back(chat_message((*m)[i], i, support));
   common_fields(b, r);
   logit_bias(b, tok.n_vocab(), r);
   if (field(b, "logprobs")) r.logprobs = boolean(b, "logprobs");
@@ -238,7 +378,7 @@ GenerationRequest parse_chat_request(const json& b, const Tokenizer& tok, const 
     if (!r.logprobs) bad_request("top_logprobs", "'top_logprobs' needs 'logprobs': true");
   }
   // Message contents are text: a message spelling a control token cannot forge the template's markup.
-  r.prompt = tmpl.encode(tok, msgs, true);
+  r.prompt = tmpl.encode(tok, msgs, true, r.tools);
   if (r.prompt.empty()) bad_request("messages", "the messages render to no tokens");
   return r;
 }
@@ -311,8 +451,8 @@ EmbeddingRequest parse_embedding_request(const json& b, const Tokenizer& tok, in
   return r;
 }
 
-json embedding_value(std::span<const float> v, const EmbeddingRequest& r) {
-  if (!r.base64) return json(std::vector<float>(v.begin(), v.end()));
+nlohmann::json embedding_value(std::span<const float> v, const EmbeddingRequest& r) {
+  if (!r.base64) return nlohmann::json(std::vector<float>(v.begin(), v.end()));
   // OpenAI's base64: the little-endian float32 bytes (x86-64 stores them so).
   static_assert(std::endian::native == std::endian::little);
   const auto* bytes = reinterpret_cast<const unsigned char*>(v.data());

@@ -6,6 +6,7 @@
 // parsed with a nesting limit, and error messages quote a value's type,
 // never the value.
 #include <cstdint>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "sampler/sampler.h"
+#include "server/tool_calls.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -31,16 +33,36 @@ struct GenerationRequest {
   int top_logprobs = 0;
   bool stream = false;
   bool include_usage = false;
+  // Chat with tools: the request's tool definitions (null when none), and
+  // the parser of the reply's calls (unset: the reply is all content, as
+  // with tool_choice "none").
+  nlohmann::ordered_json tools;
+  std::optional<ToolCallParser> tool_calls;
+  // tool_choice "required" or a named function: the reply must be a call.
+  bool call_required = false;
+  std::string call_name;  // the function a named tool_choice asks for ("" : any)
+  // The grammar the reply must follow (the server sets it: a required
+  // call, server/tool_calls.h call_constraint); none: any text.
+  std::optional<grammar::Constraint> constraint;
+};
+
+// What the model's chat template can do with tools.
+struct ToolSupport {
+  bool shows_tools = false;  // the template writes the tools into the prompt
+  ToolFormat format = ToolFormat::Json;
 };
 
 // The body as JSON: a 400 for malformed JSON, a nesting deeper than 64, or a
 // body that is not an object.
-nlohmann::json parse_body(std::string_view body);
+// Objects keep their keys in the body's order, as the chat template sees them.
+nlohmann::ordered_json parse_body(std::string_view body);
 
 // POST /v1/chat/completions: messages rendered with the model's chat template.
-GenerationRequest parse_chat_request(const nlohmann::json& body, const Tokenizer& tok, const ChatTemplate& tmpl);
+// tools, tool_choice and parallel_tool_calls need a template that shows tools.
+GenerationRequest parse_chat_request(const nlohmann::ordered_json& body, const Tokenizer& tok, const ChatTemplate& tmpl,
+                                     const ToolSupport& tools);
 // POST /v1/completions: prompt as a string or a list of token ids.
-GenerationRequest parse_completion_request(const nlohmann::json& body, const Tokenizer& tok);
+GenerationRequest parse_completion_request(const nlohmann::ordered_json& body, const Tokenizer& tok);
 // POST /v1/embeddings: input as a string or a list of strings, each
 // tokenized; encoding_format "float" or "base64"; dimensions only as the
 // model's own size (n_embd).
@@ -48,11 +70,13 @@ struct EmbeddingRequest {
   std::vector<std::vector<int32_t>> inputs;
   bool base64 = false;  // each vector as the base64 of its little-endian float32 bytes
 };
-EmbeddingRequest parse_embedding_request(const nlohmann::json& body, const Tokenizer& tok, int64_t n_embd);
+EmbeddingRequest parse_embedding_request(const nlohmann::ordered_json& body, const Tokenizer& tok, int64_t n_embd);
 // One embedding in the request's encoding: a list of numbers, or a base64 string.
 nlohmann::json embedding_value(std::span<const float> v, const EmbeddingRequest& r);
 
 // "a string", "an array", ... for error messages.
-std::string json_type(const nlohmann::json& v);
+std::string json_type(nlohmann::json::value_t t);
+inline std::string json_type(const nlohmann::json& v) { return json_type(v.type()); }
+inline std::string json_type(const nlohmann::ordered_json& v) { return json_type(v.type()); }
 
 }  // namespace tally::server

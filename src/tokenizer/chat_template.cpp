@@ -82,6 +82,7 @@ ChatTemplate ChatTemplate::from_source(std::string_view source, std::string orig
                                        std::string eos_token) {
   ChatTemplate t;
   t.tmpl_ = jinja::Template::parse(source, std::move(origin));
+  t.source_ = std::string(source);
   t.bos_ = std::move(bos_token);
   t.eos_ = std::move(eos_token);
   for (const std::string& lit : t.tmpl_.literals()) {

@@ -72,6 +72,8 @@ class ChatTemplate {
   // The model has no template of its own: it is a base model, chatted with
   // through its family's instruction template.
   bool is_fallback() const { return fallback_; }
+  // The template's text (what form it shows tool calls in is read from it).
+  const std::string& source() const { return source_; }
 
   // The messages as the template sees them.
   static nlohmann::ordered_json to_json(std::span<const ChatMessage> msgs);
@@ -79,6 +81,7 @@ class ChatTemplate {
  private:
   jinja::Template tmpl_;
   std::string bos_, eos_;
+  std::string source_;
   std::string markup_;  // every literal of the template, '\0'-separated
   bool fallback_ = false;
 };

@@ -5,7 +5,10 @@ text: a reply streams in and equals the API's answer; Markdown renders, a code
 block is highlighted and copied; markup in a reply stays text and runs
 nothing; the view follows a stream until the user scrolls up; conversations
 survive a reload and are switched, renamed and deleted; the settings reach
-the request; the layout holds at 390 px; the planner shows `tally kv-plan`'s
+the request; tool calls (qwen2.5-coder:0.5b with a tools setting) show as
+blocks with the function's name and arguments, and the JSON schema setting is
+sent as response_format or, when it is not JSON, named beside the field and
+not sent; the layout holds at 390 px; the planner shows `tally kv-plan`'s
 numbers. With TALLY_SCREENSHOTS=DIR the screenshots of docs/screenshots are
 written to DIR (serve-chat.png, serve-planner.png, serve-mobile.png)."""
 
@@ -21,7 +24,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, default_model, find_program, need, tally_bin
+from conftest import ROOT, default_model, find_program, need, tally_bin, tally_home
 
 CHROMIUM_DIRS = ("/usr/bin", "/usr/lib/chromium")
 CODE_PROMPT = "Write a Python function that adds two numbers."
@@ -118,6 +121,12 @@ def stored(d) -> tuple[str | None, dict]:
         if (k.startsWith('tally.conv.')) { const c = JSON.parse(localStorage.getItem(k)); all[c.id] = c; }
       return [localStorage.getItem('tally.current'), all];""")
     return cur, convs
+
+
+# A spy on the page's chat requests (window.__bodies): they still go to the server as they are.
+SPY = """window.__bodies = [];
+  const f = window.fetch;
+  window.fetch = (u, o) => { if (String(u).includes('/chat/')) window.__bodies.push(JSON.parse(o.body)); return f(u, o); };"""
 
 
 def current_messages(d) -> list[dict]:
@@ -343,10 +352,7 @@ def test_the_settings_reach_the_request(server, browser):
     d = browser
     open_page(d, server.url)
     # A spy on the page's requests: they still go to the server as they are.
-    spy = """window.__bodies = [];
-      const f = window.fetch;
-      window.fetch = (u, o) => { if (String(u).includes('/chat/')) window.__bodies.push(JSON.parse(o.body)); return f(u, o); };"""
-    d.execute_script(spy)
+    d.execute_script(SPY)
     system = "You are a pirate. Answer like a pirate."
     set_settings(d, system=system, temperature=1, top_p=0.9, max_tokens=12, seed=1234)
     reply = send(d, "Tell me about the sea.")
@@ -369,7 +375,7 @@ def test_the_settings_reach_the_request(server, browser):
         == [system, "1", "0.9", "12", "1234"]
 
     # A setting the page cannot send is named and nothing is sent; one the server refuses is shown, the turn undone.
-    d.execute_script(spy)
+    d.execute_script(SPY)
     set_settings(d, seed="1.5")
     d.find_element(*by("#input")).send_keys("Hello")
     d.find_element(*by("#send")).click()
@@ -489,3 +495,55 @@ def test_the_planner_shows_the_cli_numbers_with_weights_budget_and_crossover(ser
     d.find_element(*by("#p-model")).click()
     waiter(d, 30).until(lambda d: table()[0][1:2] == ["this model: GQA, 3 kv heads"])
     assert "the loaded model's tensors" in d.find_element(*by("#plan-summary")).text
+
+
+def test_tool_calls_show_as_blocks_and_the_json_schema_setting_is_sent(start_server, browser):
+    qwen = tally_home() / "models" / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+    need(qwen.exists(), f"qwen2.5-coder:0.5b is not installed at {qwen} (tally pull qwen2.5-coder:0.5b)")
+    srv = start_server("-m", str(qwen), "--parallel", "1", "-c", "2048", "--max-tokens", "128")
+    d = browser
+    open_page(d, srv.url)
+    d.execute_script(SPY)
+    tool = {"type": "function", "function": {
+        "name": "get_weather", "description": "Get the current weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+    question = "What is the weather like in Paris right now?"
+    set_settings(d, tools=json.dumps([tool]), temperature=0, max_tokens=64)
+    reply = send(d, question)
+    body = d.execute_script("return window.__bodies")[-1]
+    assert body["tools"] == [tool]
+    # The API's answer to the same request: a call, shown as a block with the name and the arguments.
+    status, _, out = srv.post("/v1/chat/completions", {"messages": [{"role": "user", "content": question}],
+                                                       "tools": [tool], "temperature": 0, "max_tokens": 64})
+    assert status == 200, out
+    call = json.loads(out)["choices"][0]["message"]["tool_calls"][0]["function"]
+    blocks = reply.find_elements(*by(".tool-call"))
+    assert len(blocks) == 1
+    assert blocks[0].find_element(*by(".tool-name code")).text == call["name"] == "get_weather"
+    assert blocks[0].find_element(*by("pre")).text == json.dumps(json.loads(call["arguments"]), indent=2)
+    assert '"arguments"' not in reply.text and "<tool_call>" not in reply.text
+    assert reply.find_element(*by(".stats")).text.endswith("tool_calls")
+    # Kept with the conversation: the next turn sends the call back as tool_calls.
+    _, convs = stored(d)
+    assert [m.get("tool_calls", [{}])[0].get("function", {}).get("name") for m in next(iter(convs.values()))["messages"]
+            if m["role"] == "assistant"] == ["get_weather"]
+
+    # The JSON schema setting: not JSON is named beside the field and nothing is sent.
+    d.execute_script(SPY)
+    set_settings(d, tools="", json_schema="{\"type\": ")
+    assert "not valid JSON" in d.find_element(*by("#s-json_schema-error")).get_attribute("textContent")
+    d.find_element(*by("#input")).send_keys("Hello")
+    d.find_element(*by("#send")).click()
+    assert "not valid JSON" in d.find_element(*by("#s-json_schema-error")).text
+    assert d.execute_script("return window.__bodies") == []
+    assert d.find_element(*by("#input")).get_attribute("value") == "Hello"  # kept for the next try
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    set_settings(d, json_schema=json.dumps(schema))
+    assert d.find_element(*by("#s-json_schema-error")).get_attribute("textContent") == ""
+    d.find_element(*by("#send")).click()
+    # (the spy was put in twice, so each request is there twice)
+    waiter(d).until(lambda d: d.execute_script("return window.__bodies.length") >= 1 and
+                    d.find_element(*by("#send")).is_enabled())
+    body = d.execute_script("return window.__bodies")[0]
+    assert body["response_format"] == {"type": "json_schema", "json_schema": {"name": "page", "schema": schema, "strict": True}}
+    assert "tools" not in body
