@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/printable.h"
+#include "runtime/generation.h"
 #include "server/api_error.h"
 #include "server/completion_format.h"
 #include "server/kv_plan_api.h"
@@ -211,6 +212,14 @@ void ApiServer::kv_plan(const HttpRequest& req, HttpResponse& res) const {
   send_json(res, kv_plan_response(parse_body(req.body), shape_from_gguf(model_.file())));
 }
 
+const grammar::Vocabulary& ApiServer::vocabulary() {
+  std::call_once(vocab_once_, [this] {
+    vocab_ = std::make_unique<grammar::Vocabulary>(
+        grammar_vocabulary(tok_, static_cast<int32_t>(model_.config().n_vocab)));
+  });
+  return *vocab_;
+}
+
 void ApiServer::generate(bool chat, const HttpRequest& req, HttpResponse& res) {
   const json b = parse_body(req.body);
   GenerationRequest gr;
@@ -219,6 +228,18 @@ void ApiServer::generate(bool chat, const HttpRequest& req, HttpResponse& res) {
     gr = parse_chat_request(b, tok_, *tmpl_);
   } else {
     gr = parse_completion_request(b, tok_);
+  }
+  if (gr.format.kind != ResponseFormat::Kind::Text) {
+    try {
+      const grammar::Vocabulary& v = vocabulary();
+      gr.constraint = gr.format.kind == ResponseFormat::Kind::JsonObject
+                          ? grammar::Constraint::json_object(v)
+                          : grammar::Constraint::json_schema(v, ordered_schema(req.body));
+    } catch (const Error& e) {
+      const std::string param =
+          gr.format.kind == ResponseFormat::Kind::JsonSchema ? "response_format.json_schema.schema" : "response_format";
+      bad_request(param, "'{}': {}", param, e.what());
+    }
   }
   const bool stream = gr.stream, logprobs = gr.logprobs, include_usage = gr.include_usage;
   const int n = gr.n;

@@ -7,16 +7,27 @@
 // never the value.
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "grammar/grammar.h"
 #include "sampler/sampler.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tally::server {
+
+// OpenAI's response_format: text, any JSON object, or JSON valid against a
+// schema (checked by grammar::check_schema when parsed; compiled for the
+// model's vocabulary by the server).
+struct ResponseFormat {
+  enum class Kind { Text, JsonObject, JsonSchema };
+  Kind kind = Kind::Text;
+  nlohmann::ordered_json schema;  // Kind::JsonSchema, in the order the client wrote it
+};
 
 struct GenerationRequest {
   bool chat = true;
@@ -31,6 +42,8 @@ struct GenerationRequest {
   int top_logprobs = 0;
   bool stream = false;
   bool include_usage = false;
+  ResponseFormat format;
+  std::optional<grammar::Constraint> constraint;  // the format's grammar, once compiled
 };
 
 // The body as JSON: a 400 for malformed JSON, a nesting deeper than 64, or a
@@ -41,6 +54,12 @@ nlohmann::json parse_body(std::string_view body);
 GenerationRequest parse_chat_request(const nlohmann::json& body, const Tokenizer& tok, const ChatTemplate& tmpl);
 // POST /v1/completions: prompt as a string or a list of token ids.
 GenerationRequest parse_completion_request(const nlohmann::json& body, const Tokenizer& tok);
+// response_format.json_schema.schema of a body that parse_*_request took,
+// with its objects' keys in the order the body has them (nlohmann::json,
+// which the parsers read, sorts them; a schema's properties are generated in
+// the client's order).
+nlohmann::ordered_json ordered_schema(std::string_view body);
+
 // POST /v1/embeddings: input as a string or a list of strings, each
 // tokenized; encoding_format "float" or "base64"; dimensions only as the
 // model's own size (n_embd).

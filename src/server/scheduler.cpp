@@ -206,6 +206,7 @@ bool Scheduler::try_admit(const std::shared_ptr<Job>& job) {
   r->params.stop = req.stop;
   r->params.is_stop = [this](int32_t id) { return tok_.is_end_of_generation(id); };
   r->params.top_logprobs = req.logprobs ? req.top_logprobs : -1;
+  r->params.constraint = req.constraint;
   r->choices.emplace_back(*a.id, r->params, tok_);
   running_sequences_ += req.n;
   running_.push_back(std::move(r));
