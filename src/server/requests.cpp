@@ -221,10 +221,9 @@ ResponseFormat response_format(const json& b) {
   if (!field(*js, "name")) bad_request("response_format.json_schema.name", "'response_format.json_schema.name' is required");
   const json* schema = field(*js, "schema");
   if (!schema) bad_request("response_format.json_schema.schema", "'response_format.json_schema.schema' is required");
-  // (In key order: the server takes it again in the client's order, ordered_schema.)
-  f.schema = nlohmann::ordered_json(*schema);
+  // Checked here for the 400; compiled by the server from ordered_schema(body).
   try {
-    grammar::check_schema(f.schema);
+    grammar::check_schema(nlohmann::ordered_json(*schema));
   } catch (const Error& e) {
     bad_request("response_format.json_schema.schema", "'response_format.json_schema.schema': {}", e.what());
   }

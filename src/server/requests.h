@@ -21,12 +21,11 @@
 namespace tally::server {
 
 // OpenAI's response_format: text, any JSON object, or JSON valid against a
-// schema (checked by grammar::check_schema when parsed; compiled for the
-// model's vocabulary by the server).
+// schema (checked by grammar::check_schema when parsed; the server compiles
+// it for the model's vocabulary from ordered_schema).
 struct ResponseFormat {
   enum class Kind { Text, JsonObject, JsonSchema };
   Kind kind = Kind::Text;
-  nlohmann::ordered_json schema;  // Kind::JsonSchema, in the order the client wrote it
 };
 
 struct GenerationRequest {
