@@ -6,7 +6,7 @@
 # timeout; the reproducer is left in build/fuzz/artifacts/. Prints, per
 # target, the executions, the coverage (cov: edges, ft: features) and the
 # corpus size; the full log is build/fuzz/fuzz_NAME.log.
-#   usage: scripts/fuzz.sh [SECONDS] [NAME...]     NAME: gguf, tokenizer, hf_config, cli_numbers, session, safetensors, hf_folder, http, jinja, catalog, kv_plan_api, chat_input, kv_block, tool_calls
+#   usage: scripts/fuzz.sh [SECONDS] [NAME...]     NAME: gguf, tokenizer, hf_config, cli_numbers, session, safetensors, hf_folder, http, jinja, catalog, kv_plan_api, chat_input, kv_block, tool_calls, grammar
 set -euo pipefail
 SECONDS_EACH=${1:-30}
 shift || true
@@ -14,7 +14,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$ROOT/build/fuzz
 JOBS=${JOBS:-2}
 
-all=(gguf tokenizer hf_config cli_numbers session safetensors hf_folder http jinja catalog kv_plan_api chat_input kv_block tool_calls)
+all=(gguf tokenizer hf_config cli_numbers session safetensors hf_folder http jinja catalog kv_plan_api chat_input kv_block tool_calls grammar)
 names=("$@")
 [[ ${#names[@]} -gt 0 ]] || names=("${all[@]}")
 targets=()

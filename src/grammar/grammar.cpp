@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdio>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -56,8 +57,14 @@ std::string ebnf_literal(std::string_view text) {
 // llama.cpp's GBNF as the engine's EBNF: the same notation, except that GBNF
 // allows an empty alternative (`ws ::= | " "`, `( | "x")`), which the engine
 // spells "". Strings, character classes and comments are copied as they are.
-std::string gbnf_to_ebnf(std::string_view g) {
+// Each insertion is recorded (line, column in the output, length) so that an
+// error's column can be given back in the text as written.
+struct Insertion {
+  int line, column, length;
+};
+std::string gbnf_to_ebnf(std::string_view g, std::vector<Insertion>& inserted) {
   std::string out;
+  int line = 1, column = 1;  // of the next output byte
   out.reserve(g.size() + 16);
   size_t i = 0;
   const size_t n = g.size();
@@ -87,13 +94,22 @@ std::string gbnf_to_ebnf(std::string_view g) {
     k = skip(k);
     return g.substr(k, 3) == "::=";  // the next rule begins
   };
-  auto copy_quoted = [&](char close) {
-    out += g[i++];
-    while (i < n && g[i] != close) {
-      if (g[i] == '\\' && i + 1 < n) out += g[i++];
-      out += g[i++];
+  auto put = [&](char c) {
+    out += c;
+    if (c == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
     }
-    if (i < n) out += g[i++];
+  };
+  auto copy_quoted = [&](char close) {
+    put(g[i++]);
+    while (i < n && g[i] != close) {
+      if (g[i] == '\\' && i + 1 < n) put(g[i++]);
+      put(g[i++]);
+    }
+    if (i < n) put(g[i++]);
   };
   while (i < n) {
     const char c = g[i];
@@ -102,17 +118,35 @@ std::string gbnf_to_ebnf(std::string_view g) {
     } else if (c == '[') {
       copy_quoted(']');
     } else if (c == '#') {
-      while (i < n && g[i] != '\n') out += g[i++];
+      while (i < n && g[i] != '\n') put(g[i++]);
     } else if (g.substr(i, 3) == "::=" || c == '|' || c == '(') {
       const size_t len = c == ':' ? 3 : 1;
-      out.append(g.substr(i, len));
-      i += len;
-      if (empty_at(i)) out += " \"\"";
+      for (size_t k = 0; k < len; ++k) put(g[i++]);
+      if (empty_at(i)) {
+        inserted.push_back({line, column, 3});
+        out += " \"\"";
+        column += 3;
+      }
     } else {
-      out += g[i++];
+      put(g[i++]);
     }
   }
   return out;
+}
+
+// An engine message's "line L, column C" in the output of gbnf_to_ebnf, as a
+// column of the text as written.
+std::string unshift_column(std::string m, const std::vector<Insertion>& inserted) {
+  const size_t at = m.find("at line ");
+  if (at == std::string::npos) return m;
+  int line = 0, column = 0;
+  if (std::sscanf(m.c_str() + at, "at line %d, column %d", &line, &column) != 2) return m;
+  int shift = 0;
+  for (const Insertion& x : inserted)
+    if (x.line == line && x.column < column) shift += std::min(x.length, column - x.column);
+  const std::string old = fmt::format("at line {}, column {}", line, column);
+  if (m.compare(at, old.size(), old) != 0) return m;
+  return m.replace(at, old.size(), fmt::format("at line {}, column {}", line, column - shift));
 }
 
 }  // namespace
@@ -229,7 +263,15 @@ Constraint Constraint::json_schema(const Vocabulary& v, const json& schema) {
 }
 
 Constraint Constraint::gbnf(const Vocabulary& v, std::string_view text) {
-  auto c = compile("grammar", [&] { return v.impl().compiler.CompileGrammar(gbnf_to_ebnf(text), "root"); });
+  std::vector<Insertion> inserted;
+  const std::string ebnf = gbnf_to_ebnf(text, inserted);
+  xgrammar::CompiledGrammar c = [&] {
+    try {
+      return v.impl().compiler.CompileGrammar(ebnf, "root");
+    } catch (const std::exception& e) {
+      fail("grammar: {}", unshift_column(engine_message(e), inserted));
+    }
+  }();
   return Constraint(std::make_shared<const Impl>(Impl{v, std::move(c)}));
 }
 
@@ -294,7 +336,11 @@ int64_t State::mask(std::span<float> logits) {
   if (logits.size() != static_cast<size_t>(m.n_logits))
     fail("grammar mask: {} logits, the vocabulary has {}", logits.size(), m.n_logits);
   if (m.matcher.IsTerminated()) fail("grammar mask: the grammar has ended (an end token was accepted)");
-  m.matcher.FillNextTokenBitmask(&m.tensor);
+  try {
+    m.matcher.FillNextTokenBitmask(&m.tensor);
+  } catch (const std::exception& e) {
+    fail("grammar mask: {}", engine_message(e));
+  }
   constexpr float kNo = -std::numeric_limits<float>::infinity();
   int64_t allowed = 0;
   const size_t n = logits.size();
@@ -318,12 +364,20 @@ int64_t State::mask(std::span<float> logits) {
 bool State::accept(int32_t token) {
   if (token < 0 || token >= impl_->n_logits) return false;
   if (impl_->matcher.IsTerminated()) return false;
-  return impl_->matcher.AcceptToken(token);
+  try {
+    return impl_->matcher.AcceptToken(token);
+  } catch (const std::exception& e) {
+    fail("grammar accept: {}", engine_message(e));
+  }
 }
 
 bool State::accept_text(std::string_view bytes) {
   if (impl_->matcher.IsTerminated()) return false;
-  return impl_->matcher.AcceptString(std::string(bytes));
+  try {
+    return impl_->matcher.AcceptString(std::string(bytes));
+  } catch (const std::exception& e) {
+    fail("grammar accept: {}", engine_message(e));
+  }
 }
 
 void State::rollback(int n) {

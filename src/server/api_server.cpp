@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/printable.h"
+#include "runtime/generation.h"
 #include "server/api_error.h"
 #include "server/completion_format.h"
 #include "server/kv_plan_api.h"
@@ -221,6 +222,14 @@ const grammar::Vocabulary& ApiServer::vocabulary() {
   return *vocab_;
 }
 
+const grammar::Vocabulary& ApiServer::vocabulary() {
+  std::call_once(vocab_once_, [this] {
+    vocab_ = std::make_unique<grammar::Vocabulary>(
+        grammar_vocabulary(tok_, static_cast<int32_t>(model_.config().n_vocab)));
+  });
+  return *vocab_;
+}
+
 void ApiServer::generate(bool chat, const HttpRequest& req, HttpResponse& res) {
   const auto b = parse_body(req.body);
   GenerationRequest gr;
@@ -240,6 +249,21 @@ void ApiServer::generate(bool chat, const HttpRequest& req, HttpResponse& res) {
     }
   } else {
     gr = parse_completion_request(b, tok_);
+  }
+  if (gr.format.kind != ResponseFormat::Kind::Text) {
+    if (gr.call_required)
+      bad_request("response_format", "'response_format' cannot go with a required call (tool_choice \"required\" or a "
+                                     "named function): the reply is the call");
+    try {
+      const grammar::Vocabulary& v = vocabulary();
+      gr.constraint = gr.format.kind == ResponseFormat::Kind::JsonObject
+                          ? grammar::Constraint::json_object(v)
+                          : grammar::Constraint::json_schema(v, b.at("response_format").at("json_schema").at("schema"));
+    } catch (const Error& e) {
+      const std::string param =
+          gr.format.kind == ResponseFormat::Kind::JsonSchema ? "response_format.json_schema.schema" : "response_format";
+      bad_request(param, "'{}': {}", param, e.what());
+    }
   }
   const bool stream = gr.stream, logprobs = gr.logprobs, include_usage = gr.include_usage;
   const int n = gr.n;

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 
+#include "grammar/grammar.h"
 #include "model/model.h"
 #include "server/http.h"
 #include "server/http_server.h"
@@ -54,7 +55,7 @@ class ApiServer {
   void embeddings(const HttpRequest&, HttpResponse&) const;
   void kv_plan(const HttpRequest&, HttpResponse&) const;
   void generate(bool chat, const HttpRequest&, HttpResponse&);
-  // The model's vocabulary for grammars, built at the first request that needs one.
+  // The model's vocabulary for grammars, built on the first request that needs one.
   const grammar::Vocabulary& vocabulary();
 
   const Model& model_;
@@ -69,6 +70,8 @@ class ApiServer {
   ServerOptions opts_;
   Router router_;
   std::unique_ptr<HttpServer> http_;
+  std::once_flag vocab_once_;
+  std::unique_ptr<grammar::Vocabulary> vocab_;
 };
 
 // True when `header` is exactly "Bearer " + key (compared in time independent of where they differ).

@@ -8,6 +8,7 @@
 #include <cctype>
 
 #include "core/byte_size.h"
+#include "core/error.h"
 #include "core/printable.h"
 #include "server/api_error.h"
 
@@ -20,13 +21,13 @@ namespace {
 constexpr int kMaxDepth = 64;
 
 // The fields each endpoint takes. Any other (non-null) field is a 400, as
-// OpenAI answers it: a field tally would not honor (tools, response_format,
-// suffix) is never dropped without a word. "user" only labels the caller.
+// OpenAI answers it: a field tally would not honor (tools, suffix) is never
+// dropped without a word. "user" only labels the caller.
 constexpr std::array kSamplingFields = {"model",         "max_tokens",       "max_completion_tokens", "temperature",
                                         "top_p",         "top_k",            "min_p",                 "n",
                                         "seed",          "stop",             "presence_penalty",      "frequency_penalty",
                                         "stream",        "stream_options",   "logit_bias",            "logprobs",
-                                        "user"};
+                                        "user",          "response_format"};
 constexpr std::array kChatFields = {"messages", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls"};
 constexpr std::array kCompletionFields = {"prompt"};
 constexpr std::array kEmbeddingFields = {"model", "input", "encoding_format", "dimensions", "user"};
@@ -35,7 +36,6 @@ constexpr std::array kEmbeddingFields = {"model", "input", "encoding_format", "d
 const char* unsupported_reason(std::string_view k) {
   if (k == "functions" || k == "function_call") return "the deprecated function-call fields are not supported: use 'tools'";
   if (k == "tools" || k == "tool_choice" || k == "parallel_tool_calls") return "tools are taken by chat completions only";
-  if (k == "response_format") return "structured output (JSON mode, a schema) is not supported";
   if (k == "suffix" || k == "echo" || k == "best_of") return "it is not supported";
   if (k == "modalities" || k == "audio") return "only text is supported";
   return nullptr;
@@ -47,7 +47,6 @@ void refuse_unknown_fields(const json& b, const Lists&... lists) {
     if (v.is_null()) continue;
     const bool known = (... || (std::find(lists.begin(), lists.end(), std::string_view(k)) != lists.end()));
     if (known) continue;
-    if (k == "response_format" && v.is_object() && v.size() == 1 && v.value("type", json()) == "text") continue;  // the default
     const std::string name = excerpt(k, 64);
     if (const char* why = unsupported_reason(k)) bad_request(name, "'{}': {}", name, why);
     bad_request(name, "'{}' is not a field of this request", name);
@@ -104,7 +103,9 @@ void logit_bias(const json& b, int32_t n_vocab, GenerationRequest& r) {
   }
 }
 
-// What chat and completions share: sampling, limits, stop strings, streaming.
+ResponseFormat response_format(const json& b);
+
+// What chat and completions share: sampling, limits, stop strings, streaming, the response format.
 void common_fields(const json& b, GenerationRequest& r) {
   if (const json* m = field(b, "model")) {
     if (!m->is_string()) bad_request("model", "'model' must be a string, not {}", json_type(*m));
@@ -152,6 +153,7 @@ void common_fields(const json& b, GenerationRequest& r) {
       bad_request("stop", "'stop' must be a string or a list of strings, not {}", json_type(*s));
     }
   }
+  r.format = response_format(b);
   if (field(b, "stream")) r.stream = boolean(b, "stream");
   if (const json* so = field(b, "stream_options")) {
     if (!so->is_object()) bad_request("stream_options", "'stream_options' must be an object, not {}", json_type(*so));
@@ -162,6 +164,71 @@ void common_fields(const json& b, GenerationRequest& r) {
       r.include_usage = v->get<bool>();
     }
   }
+}
+
+// response_format: {"type": "text"}, {"type": "json_object"}, or
+// {"type": "json_schema", "json_schema": {"name", "description", "schema", "strict"}}.
+ResponseFormat response_format(const json& b) {
+  ResponseFormat f;
+  const json* rf = field(b, "response_format");
+  if (!rf) return f;
+  if (!rf->is_object()) bad_request("response_format", "'response_format' must be an object, not {}", json_type(*rf));
+  const json* type = field(*rf, "type");
+  if (!type || !type->is_string())
+    bad_request("response_format.type", "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\"");
+  const std::string t = type->get<std::string>();
+  auto only = [&](std::initializer_list<std::string_view> keys) {
+    for (const auto& [k, v] : rf->items())
+      if (!v.is_null() && std::find(keys.begin(), keys.end(), k) == keys.end()) {
+        const std::string name = "response_format." + excerpt(k, 64);
+        bad_request(name, "'{}' is not a field of a \"{}\" response format", name, excerpt(t, 32));
+      }
+  };
+  if (t == "text") {
+    only({"type"});
+    return f;
+  }
+  if (t == "json_object") {
+    only({"type"});
+    f.kind = ResponseFormat::Kind::JsonObject;
+    return f;
+  }
+  if (t != "json_schema")
+    bad_request("response_format.type", "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\", not \"{}\"",
+                excerpt(t, 32));
+  only({"type", "json_schema"});
+  const json* js = field(*rf, "json_schema");
+  if (!js || !js->is_object())
+    bad_request("response_format.json_schema", "'response_format.json_schema' must be an object holding 'name' and 'schema'");
+  for (const auto& [k, v] : js->items()) {
+    const std::string name = "response_format.json_schema." + excerpt(k, 64);
+    if (k == "name") {
+      // OpenAI's rule for the name: 1 to 64 of a-z, A-Z, 0-9, _ and -.
+      const bool ok = v.is_string() && !v.get_ref<const std::string&>().empty() && v.get_ref<const std::string&>().size() <= 64 &&
+                      std::all_of(v.get_ref<const std::string&>().begin(), v.get_ref<const std::string&>().end(), [](char c) {
+                        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+                      });
+      if (!ok) bad_request(name, "'{}' must be 1 to 64 letters, digits, '_' or '-'", name);
+    } else if (k == "description") {
+      if (!v.is_string() && !v.is_null()) bad_request(name, "'{}' must be a string, not {}", name, json_type(v));
+    } else if (k == "strict") {
+      // Output always follows the schema; strict: false asks for no less.
+      if (!v.is_boolean() && !v.is_null()) bad_request(name, "'{}' must be true or false, not {}", name, json_type(v));
+    } else if (k != "schema") {
+      bad_request(name, "'{}' is not a field of 'response_format.json_schema'", name);
+    }
+  }
+  if (!field(*js, "name")) bad_request("response_format.json_schema.name", "'response_format.json_schema.name' is required");
+  const json* schema = field(*js, "schema");
+  if (!schema) bad_request("response_format.json_schema.schema", "'response_format.json_schema.schema' is required");
+  // Checked here for the 400; compiled by the server for the model's vocabulary.
+  try {
+    grammar::check_schema(nlohmann::ordered_json(*schema));
+  } catch (const Error& e) {
+    bad_request("response_format.json_schema.schema", "'response_format.json_schema.schema': {}", e.what());
+  }
+  f.kind = ResponseFormat::Kind::JsonSchema;
+  return f;
 }
 
 std::string message_text(const json& content, size_t i) {
@@ -411,6 +478,7 @@ GenerationRequest parse_completion_request(const json& b, const Tokenizer& tok) 
   }
   return r;
 }
+
 
 EmbeddingRequest parse_embedding_request(const json& b, const Tokenizer& tok, int64_t n_embd) {
   refuse_unknown_fields(b, kEmbeddingFields);

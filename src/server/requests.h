@@ -6,19 +6,29 @@
 // parsed with a nesting limit, and error messages quote a value's type,
 // never the value.
 #include <cstdint>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "grammar/grammar.h"
 #include "sampler/sampler.h"
 #include "server/tool_calls.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tally::server {
+
+// OpenAI's response_format: text, any JSON object, or JSON valid against a
+// schema (checked by grammar::check_schema when parsed; the server compiles
+// it for the model's vocabulary from the body, whose objects keep the
+// client's key order: a schema's properties are generated in that order).
+struct ResponseFormat {
+  enum class Kind { Text, JsonObject, JsonSchema };
+  Kind kind = Kind::Text;
+};
 
 struct GenerationRequest {
   bool chat = true;
@@ -41,8 +51,10 @@ struct GenerationRequest {
   // tool_choice "required" or a named function: the reply must be a call.
   bool call_required = false;
   std::string call_name;  // the function a named tool_choice asks for ("" : any)
-  // The grammar the reply must follow (the server sets it: a required
-  // call, server/tool_calls.h call_constraint); none: any text.
+  ResponseFormat format;
+  // The grammar the reply must follow, compiled by the server for the
+  // model's vocabulary: a required call (server/tool_calls.h
+  // call_constraint) or the response format's; none: any text.
   std::optional<grammar::Constraint> constraint;
 };
 

@@ -393,6 +393,22 @@ assert 0 < accepted < drafted, (accepted, drafted)
   if [ -f "$gemma" ]; then
     expect_ok "kv-plan: gemma3's trained context" "note: the budget holds [0-9]+ tokens, but the model was trained for 32768" "$tally" kv-plan -m "$gemma" --budget 2GB
   fi
+  # Constrained decoding: a schema or grammar file that cannot be enforced is one line naming the file and where.
+  printf '{"type":"object","properties":{"x":{"type":"object","patternProperties":{}}}}' >"$tmp/pp.json"
+  expect_error "--json-schema: an unsupported keyword" "pp.json: JSON schema: at /properties/x/patternProperties: 'patternProperties' is not supported" "$tally" run -m "$model" -p hi --json-schema "$tmp/pp.json"
+  printf '{"enum": []}' >"$tmp/empty_enum.json"
+  expect_error "--json-schema: an empty enum" "empty_enum.json: JSON schema: an empty enum at /enum" "$tally" run -m "$model" -p hi --json-schema "$tmp/empty_enum.json"
+  printf '{"type": "array", "minItems": 2, "maxItems": 1}' >"$tmp/empty_lang.json"
+  expect_error "--json-schema: no value satisfies it" "empty_lang.json: JSON schema: maxItems below minItems at /maxItems" "$tally" run -m "$model" -p hi --json-schema "$tmp/empty_lang.json"
+  printf '{"type": "object",' >"$tmp/notjson.json"
+  expect_error "--json-schema: not JSON" "notjson.json: not JSON" "$tally" run -m "$model" -p hi --json-schema "$tmp/notjson.json"
+  printf '[1, 2]' >"$tmp/notschema.json"
+  expect_error "--json-schema: not a schema" "notschema.json: JSON schema: not a schema at the root" "$tally" run -m "$model" -p hi --json-schema "$tmp/notschema.json"
+  printf 'root ::= "a"\nb ::= ("x"\n' >"$tmp/bad.gbnf"
+  expect_error "--grammar: a syntax error" "bad.gbnf: grammar: EBNF (lexer|parser) error at line 3, column 1: Expect \\)" "$tally" run -m "$model" -p hi --grammar "$tmp/bad.gbnf"
+  expect_error "--grammar: a missing file" "cannot open|No such file" "$tally" run -m "$model" -p hi --grammar "$tmp/none.gbnf"
+  expect_usage "--json-schema with --grammar" "tally run" "--json-schema and --grammar both constrain the output" "$tally" run -p hi --json-schema "$tmp/pp.json" --grammar "$tmp/bad.gbnf"
+  expect_usage "--json-schema with --beam" "tally run" "--beam scores its own hypotheses: --json-schema and --grammar" "$tally" run -p hi --json-schema "$tmp/pp.json" --beam 2
   # -n past the context: generation stops there, with a warning (exit 0).
   expect_warned "-n past the context" "stopped: the context of 64 tokens is full" "$tally" run -m "$model" -c 64 -n 200 --ignore-eos -p hi
 else

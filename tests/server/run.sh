@@ -10,7 +10,7 @@ export TALLY_BIN="$(realpath "$1")"  # the tests run from this folder
 test_file="$2"
 home="${TALLY_HOME:-$HOME/.cache/tally}"
 venv="${TALLY_TEST_VENV:-$home/venv-test}"
-if ! "$venv/bin/python" -c 'import openai, pytest, schemathesis, selenium' 2>/dev/null; then
+if ! "$venv/bin/python" -c 'import openai, pytest, schemathesis, selenium, jsonschema' 2>/dev/null; then
   msg="server tests: no test venv at $venv (run scripts/setup_test_env.sh)"
   if [ "${TALLY_REQUIRE_MODEL:-}" = 1 ] || [ "${TALLY_REQUIRE_SERVER_DEPS:-}" = 1 ]; then
     echo "FAILED: $msg" >&2

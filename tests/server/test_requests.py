@@ -3,7 +3,7 @@ logit_bias (OpenAI's: added to a token's logit; checked against the greedy
 choice and the model's own runner-up), the embeddings' encoding_format
 (base64 is the float32 bytes of the float answer, bit for bit, as the
 official client decodes it) and dimensions, and a 400 naming any field an
-endpoint does not take (tools outside chat, response_format, a typo)."""
+endpoint does not take (tools outside chat, a typo)."""
 
 from __future__ import annotations
 
@@ -121,7 +121,6 @@ def test_a_field_the_endpoint_does_not_take_is_a_400(server, path, body):
             ("frobnicate", 1, "'frobnicate' is not a field of this request"),
             ("tools", [{"type": "function", "function": {"name": "f"}}], no_tools),
             ("functions", [{"name": "f"}], "use 'tools'"),
-            ("response_format", {"type": "json_object"}, "structured output"),
             ("max_token", 5, "'max_token' is not a field"),  # a typo is not ignored
             ("\x1b[2J", 1, "'\\x1b[2J' is not a field")):  # named, escaped
         status, j = post(server, path, {**body, field: value})

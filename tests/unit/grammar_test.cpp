@@ -215,7 +215,10 @@ TEST(GrammarGbnf, SyntaxErrorsNameLineAndColumn) {
            {"root ::= undefined_rule", "undefined_rule"},
            {"root ::= [z-a]", "error at line 1, column"},
            {"rot ::= \"a\"", "root"},
-           {"root ::= \"unterminated", "error at line 1, column"}}) {
+           {"root ::= \"unterminated", "error at line 1, column"},
+           // Columns of the text as written, past an empty alternative made explicit for the engine.
+           {"root ::= | \"a\" (", "error at line 1, column 17"},
+           {"ws ::= | \" \"\nroot ::= [z-a]", "error at line 2, column 11"}}) {
     try {
       Constraint::gbnf(byte_vocab(), text);
       ADD_FAILURE() << "accepted: " << text;

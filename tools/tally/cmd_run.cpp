@@ -8,10 +8,12 @@
 #include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "commands.h"
 #include "core/error.h"
 #include "encode_input.h"
+#include "grammar/grammar.h"
 #include "io/text_file.h"
 #include "model_options.h"
 #include "option_checks.h"
@@ -44,6 +46,7 @@ struct RunOptions {
   int64_t sinks = 4, window = 0;
   std::vector<std::string> stop;
   int64_t logprobs = -1;
+  std::string json_schema, grammar;  // files: a JSON schema, a GBNF grammar
   // Which flags were given (CLI11's counts, copied before validate()).
   struct Given {
     bool prompt = false, file = false, parallel = false, beam = false, length_penalty = false, sinks = false,
@@ -87,6 +90,39 @@ void RunOptions::validate() const {
   if (given.beam && (given.logprobs || !stop.empty()))
     usage_fail("--beam scores its own hypotheses: --logprobs and --stop go with sampling, not with --beam");
   if (given.beam && n_predict < 1) usage_fail("-n must be at least 1 with --beam, got {}", n_predict);
+  const bool constrained = !json_schema.empty() || !grammar.empty();
+  if (!json_schema.empty() && !grammar.empty()) usage_fail("--json-schema and --grammar both constrain the output: give one");
+  if (constrained && given.beam) usage_fail("--beam scores its own hypotheses: --json-schema and --grammar go with sampling");
+  if (constrained && ignore_eos)
+    usage_fail("--ignore-eos with --json-schema or --grammar: the grammar decides where the output may end");
+  if (constrained && sliding())
+    usage_fail("--json-schema and --grammar make one bounded output: not with a sliding window (--sinks/--window)");
+}
+
+// The grammar of --json-schema FILE or --grammar FILE, for this model (none without either).
+std::optional<grammar::Constraint> output_constraint(const RunOptions& o, const LoadedModel& lm) {
+  if (o.json_schema.empty() && o.grammar.empty()) return std::nullopt;
+  const grammar::Vocabulary vocab = grammar_vocabulary(*lm.tokenizer, static_cast<int32_t>(lm.model->config().n_vocab));
+  if (!o.grammar.empty()) {
+    const std::string text = read_text_file(o.grammar, "grammar file", kMaxTextBytes);
+    try {
+      return grammar::Constraint::gbnf(vocab, text);
+    } catch (const Error& e) {
+      fail("{}: {}", o.grammar, e.what());
+    }
+  }
+  const std::string text = read_text_file(o.json_schema, "JSON schema file", kMaxTextBytes);
+  nlohmann::ordered_json schema;  // in the file's order: properties are generated in it
+  try {
+    schema = nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: not JSON ({})", o.json_schema, e.what());
+  }
+  try {
+    return grammar::Constraint::json_schema(vocab, schema);
+  } catch (const Error& e) {
+    fail("{}: {}", o.json_schema, e.what());
+  }
 }
 
 // The prompt's text: -p, -f FILE, or standard input when it is not a terminal.
@@ -131,8 +167,10 @@ nlohmann::json logprob_json(const Tokenizer& tok, const Emission& e) {
   return {{"id", e.token}, {"token", tok.token_bytes(e.token, false)}, {"logprob", e.logprob}, {"top", top}};
 }
 
-GenerateOptions generate_options(const RunOptions& o, const Tokenizer& tok, uint64_t seed) {
+GenerateOptions generate_options(const RunOptions& o, const Tokenizer& tok, uint64_t seed,
+                                 const std::optional<grammar::Constraint>& constraint) {
   GenerateOptions g;
+  g.constraint = constraint;
   g.max_tokens = o.n_predict;
   if (o.sliding()) g.sinks = o.sinks;
   g.use_cache = !o.no_cache;
@@ -160,6 +198,7 @@ struct SingleRun {
 };
 
 SingleRun run_single(const RunOptions& o, const LoadedModel& lm, std::vector<int32_t> prompt, uint64_t seed,
+                     const std::optional<grammar::Constraint>& constraint,
                      const std::function<void(const std::string&)>& on_text) {
   SingleRun out;
   out.seed = seed;
@@ -192,7 +231,7 @@ SingleRun run_single(const RunOptions& o, const LoadedModel& lm, std::vector<int
   if (!o.sliding() && session.length() + static_cast<int64_t>(prompt.size()) > session.n_ctx())
     fail("the prompt has {} tokens, more than the {} left in the context of {} (raise -c)", prompt.size(),
          session.n_ctx() - session.length(), session.n_ctx());
-  GenerateOptions g = generate_options(o, tok, seed);
+  GenerateOptions g = generate_options(o, tok, seed, constraint);
   const int64_t start = session.length();
   out.gen = generate(
       session, prompt, g,
@@ -269,7 +308,7 @@ struct ParallelRun {
 };
 
 ParallelRun run_parallel(const RunOptions& o, const LoadedModel& lm, const std::vector<int32_t>& prompt,
-                         uint64_t seed) {
+                         uint64_t seed, const std::optional<grammar::Constraint>& constraint) {
   ParallelRun out;
   out.seed = seed;
   out.load_ms = lm.load_ms;
@@ -278,7 +317,7 @@ ParallelRun run_parallel(const RunOptions& o, const LoadedModel& lm, const std::
   const std::unique_ptr<Engine> engine = open_engine(*lm.model, engine_options(o.m, *lm.model));
   out.logprobs.assign(static_cast<size_t>(o.parallel), nlohmann::json::array());
   out.result = generate_parallel(
-      *engine, prompt, static_cast<int>(o.parallel), generate_options(o, tok, seed),
+      *engine, prompt, static_cast<int>(o.parallel), generate_options(o, tok, seed, constraint),
       [&](int i, const Emission& e) {
         if (o.logprobs >= 0 && e.token >= 0) out.logprobs[static_cast<size_t>(i)].push_back(logprob_json(tok, e));
       },
@@ -367,6 +406,7 @@ void execute(const RunOptions& o) {
   const std::vector<int32_t> prompt = prompt_tokens(o, lm, text);
   if (prompt.empty() && o.load_session.empty()) fail("the prompt is empty: nothing to generate from");
   const Tokenizer& tok = *lm.tokenizer;
+  const std::optional<grammar::Constraint> constraint = output_constraint(o, lm);
   if (o.given.beam) {
     const BeamRun r = run_beam(o, lm, prompt);
     o.json ? print_json(tok, r) : print_text(tok, r);
@@ -375,11 +415,11 @@ void execute(const RunOptions& o) {
   const uint64_t seed = o.sampling.resolve().seed;
   if (o.verbose) fmt::print(stderr, "tally: seed {}\n", seed);
   if (o.parallel > 1) {
-    const ParallelRun r = run_parallel(o, lm, prompt, seed);
+    const ParallelRun r = run_parallel(o, lm, prompt, seed, constraint);
     o.json ? print_json(o, r) : print_text(r);
     return;
   }
-  const SingleRun r = run_single(o, lm, prompt, seed, [&](const std::string& piece) {
+  const SingleRun r = run_single(o, lm, prompt, seed, constraint, [&](const std::string& piece) {
     if (o.json) return;
     fmt::print("{}", piece);
     flush_stdout();
@@ -442,6 +482,11 @@ void add_run(CLI::App& app) {
       ->check(output_file("session file"));
   cmd->add_option("--load-session", o->load_session,
                   "Continue a saved session: -p (optional) is appended after its tokens, as raw text")
+      ->check(nonempty_path());
+  cmd->add_option("--json-schema", o->json_schema,
+                  "Constrain the output to JSON valid against the JSON schema in FILE (docs/api.md lists the keywords)")
+      ->check(nonempty_path());
+  cmd->add_option("--grammar", o->grammar, "Constrain the output to the GBNF grammar in FILE (llama.cpp's format)")
       ->check(nonempty_path());
   cmd->callback([o, prompt, file, par, beam, lp, sinks, window, logprobs] {
     o->given = {prompt->count() > 0, file->count() > 0,   par->count() > 0,     beam->count() > 0,
