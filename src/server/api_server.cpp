@@ -222,14 +222,6 @@ const grammar::Vocabulary& ApiServer::vocabulary() {
   return *vocab_;
 }
 
-const grammar::Vocabulary& ApiServer::vocabulary() {
-  std::call_once(vocab_once_, [this] {
-    vocab_ = std::make_unique<grammar::Vocabulary>(
-        grammar_vocabulary(tok_, static_cast<int32_t>(model_.config().n_vocab)));
-  });
-  return *vocab_;
-}
-
 void ApiServer::generate(bool chat, const HttpRequest& req, HttpResponse& res) {
   const auto b = parse_body(req.body);
   GenerationRequest gr;

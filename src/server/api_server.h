@@ -70,8 +70,6 @@ class ApiServer {
   ServerOptions opts_;
   Router router_;
   std::unique_ptr<HttpServer> http_;
-  std::once_flag vocab_once_;
-  std::unique_ptr<grammar::Vocabulary> vocab_;
 };
 
 // True when `header` is exactly "Bearer " + key (compared in time independent of where they differ).
