@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/json_kind.h"
 #include "core/printable.h"
 #include "grammar/grammar.h"
 
@@ -64,20 +65,6 @@ std::string escape_token(std::string_view k) {
   return s;
 }
 
-std::string kind_of(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::object: return "an object";
-    case json::value_t::array: return "an array";
-    case json::value_t::string: return "a string";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "an integer";
-    case json::value_t::number_float: return "a number";
-    default: return "a value";
-  }
-}
-
 // Where, for a message: a JSON pointer (its last 200 bytes when longer), or "the root".
 std::string where(const std::string& ptr) {
   if (ptr.empty()) return "the root";
@@ -119,7 +106,7 @@ class Walk {
       if (!s.get<bool>() && !false_ok) empty_language(ptr, "the schema is false");
       return;
     }
-    if (!s.is_object()) not_schema(ptr, fmt::format("a schema is an object or a boolean, not {}", kind_of(s)));
+    if (!s.is_object()) not_schema(ptr, fmt::format("a schema is an object or a boolean, not {}", json_kind(s)));
 
     // The types the schema allows (nullopt: any).
     std::optional<std::vector<std::string>> types;
@@ -127,7 +114,7 @@ class Walk {
       types.emplace();
       const std::string at = ptr + "/type";
       auto add = [&](const json& name, const std::string& p) {
-        if (!name.is_string()) not_schema(p, fmt::format("a type is a string, not {}", kind_of(name)));
+        if (!name.is_string()) not_schema(p, fmt::format("a type is a string, not {}", json_kind(name)));
         if (!in(kTypes, name.get<std::string>()))
           not_schema(p, fmt::format("\"{}\" is not a JSON type", name.get<std::string>()));
         types->push_back(name.get<std::string>());
@@ -160,7 +147,7 @@ class Walk {
       const std::string at = ptr + "/" + escape_token(k);
       if (in(kAnnotations, k) || k == "type") continue;
       if (k == "$defs" || k == "definitions") {
-        if (!v.is_object()) not_schema(at, fmt::format("'{}' is an object of schemas, not {}", k, kind_of(v)));
+        if (!v.is_object()) not_schema(at, fmt::format("'{}' is an object of schemas, not {}", k, json_kind(v)));
         for (const auto& [name, d] : v.items()) schema(d, at + "/" + escape_token(name), depth + 1, false);
         continue;
       }
@@ -193,7 +180,7 @@ class Walk {
     if (types && k != "const" && k != "enum")
       unsupported(at, fmt::format("'{}' beside 'type' is not supported (state the type in each branch)", k));
     if (k == "$ref") {
-      if (!v.is_string()) not_schema(at, fmt::format("'$ref' is a string, not {}", kind_of(v)));
+      if (!v.is_string()) not_schema(at, fmt::format("'$ref' is a string, not {}", json_kind(v)));
       const std::string& ref = v.get_ref<const std::string&>();
       if (ref.empty() || ref[0] != '#') unsupported(at, "'$ref' to another document is not supported (only \"#/...\")");
       try {
@@ -215,13 +202,13 @@ class Walk {
       return;
     }
     if (k == "enum") {
-      if (!v.is_array()) not_schema(at, fmt::format("'enum' is an array, not {}", kind_of(v)));
+      if (!v.is_array()) not_schema(at, fmt::format("'enum' is an array, not {}", json_kind(v)));
       if (v.empty()) empty_language(at, "an empty enum");
       for (size_t i = 0; i < v.size(); ++i) check_value(v[i], fmt::format("{}/{}", at, i));
       return;
     }
     // anyOf, oneOf, allOf
-    if (!v.is_array()) not_schema(at, fmt::format("'{}' is an array of schemas, not {}", k, kind_of(v)));
+    if (!v.is_array()) not_schema(at, fmt::format("'{}' is an array of schemas, not {}", k, json_kind(v)));
     if (v.empty()) empty_language(at, fmt::format("an empty '{}'", k));
     if (k == "allOf" && v.size() > 1) unsupported(at, "'allOf' of more than one schema is not supported");
     for (size_t i = 0; i < v.size(); ++i) schema(v[i], fmt::format("{}/{}", at, i), depth + 1, false);
@@ -326,7 +313,7 @@ class Walk {
   static uint64_t count(const json& s, const char* k, const std::string& ptr) {
     const json& v = s.at(k);
     if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
-      not_schema(ptr + "/" + k, fmt::format("'{}' is a whole number >= 0, not {}", k, kind_of(v)));
+      not_schema(ptr + "/" + k, fmt::format("'{}' is a whole number >= 0, not {}", k, json_kind(v)));
     return v.get<uint64_t>();
   }
 
@@ -341,7 +328,7 @@ class Walk {
       if (!s.contains(k)) continue;
       const json& v = s.at(k);
       const std::string at = ptr + "/" + k;
-      if (!v.is_string()) not_schema(at, fmt::format("'{}' is a string, not {}", k, kind_of(v)));
+      if (!v.is_string()) not_schema(at, fmt::format("'{}' is a string, not {}", k, json_kind(v)));
       if (lengths) unsupported(at, fmt::format("'{}' beside minLength/maxLength is not supported", k));
       if (std::string_view(k) == "format" && !in(kFormats, v.get<std::string>()))
         unsupported(at, fmt::format("format \"{}\" is not supported", v.get<std::string>()));
@@ -355,7 +342,7 @@ class Walk {
       if (!s.contains(k)) continue;
       const json& v = s.at(k);
       if (!v.is_number())
-        not_schema(ptr + "/" + k, fmt::format("'{}' is a number, not {}", k, kind_of(v)));
+        not_schema(ptr + "/" + k, fmt::format("'{}' is a number, not {}", k, json_kind(v)));
       const double x = v.get<double>();
       const std::string_view name(k);
       const bool open = name.starts_with("exclusive");
@@ -379,7 +366,7 @@ class Walk {
     size_t prefix = 0;
     if (s.contains("prefixItems")) {
       const json& p = s.at("prefixItems");
-      if (!p.is_array()) not_schema(ptr + "/prefixItems", fmt::format("'prefixItems' is an array of schemas, not {}", kind_of(p)));
+      if (!p.is_array()) not_schema(ptr + "/prefixItems", fmt::format("'prefixItems' is an array of schemas, not {}", json_kind(p)));
       prefix = p.size();
       for (size_t i = 0; i < p.size(); ++i) schema(p[i], fmt::format("{}/prefixItems/{}", ptr, i), depth + 1, false);
     }
@@ -396,7 +383,7 @@ class Walk {
     if (s.contains("properties")) {
       props = &s.at("properties");
       if (!props->is_object())
-        not_schema(ptr + "/properties", fmt::format("'properties' is an object of schemas, not {}", kind_of(*props)));
+        not_schema(ptr + "/properties", fmt::format("'properties' is an object of schemas, not {}", json_kind(*props)));
       for (const auto& [name, p] : props->items()) schema(p, ptr + "/properties/" + escape_token(name), depth + 1, false);
     }
     // Without additionalProperties, no other property is produced (the
@@ -409,10 +396,10 @@ class Walk {
     }
     if (s.contains("required")) {
       const json& r = s.at("required");
-      if (!r.is_array()) not_schema(ptr + "/required", fmt::format("'required' is an array of names, not {}", kind_of(r)));
+      if (!r.is_array()) not_schema(ptr + "/required", fmt::format("'required' is an array of names, not {}", json_kind(r)));
       for (size_t i = 0; i < r.size(); ++i) {
         const std::string at = fmt::format("{}/required/{}", ptr, i);
-        if (!r[i].is_string()) not_schema(at, fmt::format("a required name is a string, not {}", kind_of(r[i])));
+        if (!r[i].is_string()) not_schema(at, fmt::format("a required name is a string, not {}", json_kind(r[i])));
         if (!others && (props == nullptr || !props->contains(r[i].get<std::string>())))
           empty_language(at, fmt::format("required property \"{}\" not in 'properties'", r[i].get<std::string>()));
       }

@@ -397,20 +397,6 @@ ChatMessage chat_message(const json& msg, size_t i, const ToolSupport& support) 
 
 }  // namespace
 
-std::string json_type(nlohmann::json::value_t t) {
-  switch (t) {
-    case json::value_t::null: return "null";
-    case json::value_t::object: return "an object";
-    case json::value_t::array: return "an array";
-    case json::value_t::string: return "a string";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "an integer";
-    case json::value_t::number_float: return "a number";
-    default: return "a value";
-  }
-}
-
 json parse_body(std::string_view body) {
   json j;
   try {

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/json_kind.h"
 #include "grammar/grammar.h"
 #include "sampler/sampler.h"
 #include "server/tool_calls.h"
@@ -87,8 +88,8 @@ EmbeddingRequest parse_embedding_request(const nlohmann::ordered_json& body, con
 nlohmann::json embedding_value(std::span<const float> v, const EmbeddingRequest& r);
 
 // "a string", "an array", ... for error messages.
-std::string json_type(nlohmann::json::value_t t);
-inline std::string json_type(const nlohmann::json& v) { return json_type(v.type()); }
-inline std::string json_type(const nlohmann::ordered_json& v) { return json_type(v.type()); }
+inline std::string json_type(nlohmann::json::value_t t) { return json_kind(t); }
+inline std::string json_type(const nlohmann::json& v) { return json_kind(v.type()); }
+inline std::string json_type(const nlohmann::ordered_json& v) { return json_kind(v.type()); }
 
 }  // namespace tally::server
