@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and running tally needs on a Debian machine (apt
-# packages) and xgrammar (scripts/build_xgrammar.sh), builds the release binary at build/release/tally, and installs
-# the default model with it (`tally pull`, from models/catalog.json).
+# packages, and xgrammar from PyPI's source through scripts/build_xgrammar.sh),
+# builds the release binary at build/release/tally, and installs the default
+# model with it (`tally pull`, from models/catalog.json).
 # Idempotent. With --test (scripts/test.sh passes it), also the test tools:
 # GoogleTest, clang's libFuzzer, SIMDe, and what the server tests drive
 # (curl, nginx, Chromium).
