@@ -3,13 +3,15 @@
 // the name of block 0 of a fixed layout and tokens and read twice: as it is,
 // and with the right SHA-256 appended, so that mutations of the header, the
 // sizes and the tokens reach the checks behind the checksum. Properties: the
-// reader never throws; a file it rejects is gone; a file it accepts is
-// exactly the file the writer makes for the payload it handed out.
+// reader never throws; a file it rejects is gone, unless it is of a newer
+// format version (then it stays); a file it accepts is exactly the file the
+// writer makes for the payload it handed out.
 #include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -63,7 +65,12 @@ void check(const Folders& f, const std::vector<uint8_t>& bytes) {
       payload.assign(p, p + reader.payload_bytes(w));
     });
     if (!ok) {
-      if (fs::exists(path)) tally_fuzz::violated(kTarget, "a rejected file was kept", path.string());
+      // Only a file of a newer format (a newer tally's, sharing the folder) stays.
+      const bool newer = bytes.size() >= 12 && std::memcmp(bytes.data(), "TALLYKVB", 8) == 0 &&
+                         (bytes[8] | bytes[9] << 8 | bytes[10] << 16 | static_cast<uint32_t>(bytes[11]) << 24) > 1;
+      if (fs::exists(path) != newer)
+        tally_fuzz::violated(kTarget, newer ? "a newer format's file was removed" : "a rejected file was kept",
+                             path.string());
       return;
     }
     tally::KvDisk::clear(f.write.string());
