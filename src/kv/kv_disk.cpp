@@ -231,6 +231,15 @@ bool KvDisk::get(const BlockDigest& d, const BlockDigest& parent, std::span<cons
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return bad();
   const uint64_t size = static_cast<uint64_t>(st.st_size);
+  // A newer tally's file (sharing the folder): whatever its size, not ours to judge or remove.
+  uint8_t head[12];
+  if (size >= sizeof head && ::pread(fd, head, sizeof head, 0) == static_cast<ssize_t>(sizeof head) &&
+      std::memcmp(head, kMagic, 8) == 0 && get_u32(head + 8) > kVersion) {
+    ::close(fd);
+    forget(name);
+    ++stats_.newer;
+    return false;
+  }
   const uint64_t most = kHeaderBytes + tokens.size() * 4 + payload_bytes(true) + 32;
   if (size < kHeaderBytes + 32 || size > most) return bad();
   buf_.resize(size);
@@ -241,12 +250,6 @@ bool KvDisk::get(const BlockDigest& d, const BlockDigest& parent, std::span<cons
     got += static_cast<uint64_t>(r);
   }
   const uint8_t* p = buf_.data();
-  if (std::memcmp(p, kMagic, 8) == 0 && get_u32(p + 8) > kVersion) {  // a newer tally's: not ours to remove
-    ::close(fd);
-    forget(name);
-    ++stats_.newer;
-    return false;
-  }
   const uint32_t flags = get_u32(p + 12);
   const bool window = flags == kWindowFlag;
   if (std::memcmp(p, kMagic, 8) != 0 || get_u32(p + 8) != kVersion || (flags != 0 && !window)) return bad();
