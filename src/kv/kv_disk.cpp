@@ -176,7 +176,8 @@ bool KvDisk::has(const BlockDigest& d) const {
 void KvDisk::put(const BlockDigest& d, const BlockDigest& parent, std::span<const int32_t> tokens, bool window,
                  const std::function<void(uint8_t*)>& fill) {
   const std::string name = hex(d) + kSuffix;
-  if (files_.count(name) || has(d)) return;
+  if (has(d)) return;
+  forget(name);  // known but gone (another process removed it): written again
   const uint64_t payload = payload_bytes(window);
   const uint64_t total = kHeaderBytes + tokens.size() * 4 + payload + 32;
   if (!make_room(total)) return;

@@ -48,10 +48,10 @@ std::vector<uint8_t> file_bytes(const fs::path& p) {
 
 void check(const Folders& f, const std::vector<uint8_t>& bytes) {
   try {
+    tally::KvDisk::clear(f.read.string());
     tally::KvDisk reader({f.read.string(), 0}, kLayout);
     const tally::BlockDigest name = tally::KvDisk::chain(reader.root(), kTokens);
     // The path the reader looks for: learnt from a write of its own, then replaced.
-    tally::KvDisk::clear(f.read.string());
     reader.put(name, reader.root(), kTokens, false,
                [&](uint8_t* p) { std::fill(p, p + reader.payload_bytes(false), uint8_t{0}); });
     fs::path path;

@@ -246,6 +246,11 @@ TEST(KvDisk, TwoWritersShareAFolder) {
   EXPECT_FALSE(get_first(a, name));
   EXPECT_EQ(a.stats().corrupt, 0u);
   EXPECT_EQ(a.stats().files, 0) << "a file gone from the folder leaves the budget's count";
+  KvDiskUsage cleared = KvDisk::clear(dir.str());
+  EXPECT_EQ(cleared.files, 0);
+  put_first(b, 4);  // b still counts the file the other removed: it writes it again
+  EXPECT_EQ(b.stats().written, 1u);
+  EXPECT_TRUE(get_first(a, name));
 }
 
 // A disk that fills up (the file size limit stands in for it: writes past
