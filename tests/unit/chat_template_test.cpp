@@ -19,6 +19,7 @@
 #include "test_model_path.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
+#include "test_util.h"
 #include "tokenizer_test_util.h"
 
 namespace tally {
@@ -33,13 +34,7 @@ const std::string kSmolLM2 =
     "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
     "{{ '<|im_start|>assistant\n' }}{% endif %}";
 
-std::string read_fixture(const std::string& name) {
-  std::ifstream in(std::string(TALLY_FIXTURES_DIR) + "/" + name, std::ios::binary);
-  EXPECT_TRUE(in) << name;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test::read_fixture;
 
 std::string error_of(const std::function<void()>& f) {
   try {

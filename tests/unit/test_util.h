@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <initializer_list>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -17,6 +19,15 @@
 #include "kernels/cpu_features.h"
 
 namespace tally::test {
+
+// The bytes of a committed fixture (tests/fixtures/NAME); a missing one fails the test.
+inline std::string read_fixture(const std::string& name) {
+  std::ifstream in(std::string(TALLY_FIXTURES_DIR) + "/" + name, std::ios::binary);
+  EXPECT_TRUE(in) << name;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 // Runs fn, expects a tally::Error whose message contains every one of `parts`.
 inline void expect_error(const std::function<void()>& fn, std::initializer_list<std::string> parts) {

@@ -18,19 +18,14 @@
 #include "core/error.h"
 #include "grammar/grammar.h"
 #include "tokenizer/chat_template.h"
+#include "test_util.h"
 
 namespace tally::server {
 namespace {
 
 using nlohmann::json;
 
-std::string read_fixture(const std::string& name) {
-  std::ifstream in(std::string(TALLY_FIXTURES_DIR) + "/" + name, std::ios::binary);
-  EXPECT_TRUE(in) << name;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test::read_fixture;
 
 ChatTemplate from_fixture(const std::string& name) {
   return ChatTemplate::from_source(read_fixture(name), name, "<s>", "</s>");
