@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "core/printable.h"
+#include "io/hf_config_file.h"
 #include "io/json_input.h"
 #include "io/safetensors.h"
 #include "io/text_file.h"
@@ -88,7 +89,8 @@ void expect_field(const JsonFields& cfg, const char* key, const json& want, cons
 // Gemma 3 (transformers' Gemma3TextConfig defaults where a field is absent):
 // head_dim, the sliding window and its layer pattern, and a RoPE base for
 // each kind of layer.
-void add_gemma3_hparams(const JsonFields& cfg, uint64_t n_layer, const std::function<void(const char*, GgufValue)>& put) {
+void add_gemma3_hparams(const HfConfig& hf, uint64_t n_layer, const std::function<void(const char*, GgufValue)>& put) {
+  const JsonFields& cfg = hf.section();
   const uint64_t head_dim = cfg.count("head_dim").value_or(256);
   put("attention.key_length", u64_value(head_dim));
   put("attention.value_length", u64_value(head_dim));
@@ -105,18 +107,13 @@ void add_gemma3_hparams(const JsonFields& cfg, uint64_t n_layer, const std::func
     fail("{}: the activation is {}: gemma3 folders are read with gelu_pytorch_tanh only", cfg.source(), describe_json(*act));
 
   put("attention.sliding_window", u64_value(need_count(cfg, "sliding_window")));
-  // tally's gemma3 layers follow Gemma 3's pattern: five sliding, then one global.
-  if (const json* lt = cfg.find("layer_types")) {
-    if (!lt->is_array() || lt->size() != n_layer)
-      fail("{}: 'layer_types' must list one type for each of the {} layers, not {}", cfg.source(), n_layer,
-           describe_json(*lt));
-    for (uint64_t i = 0; i < n_layer; ++i)
-      if ((*lt)[i] != ((i + 1) % 6 == 0 ? "full_attention" : "sliding_attention"))
-        fail("{}: layer_types[{}] is {}: tally runs Gemma 3's pattern of five sliding layers, then a global one",
-             cfg.source(), i, describe_json((*lt)[i]));
+  // Which layers slide: the config's list, written as llama.cpp reads it
+  // (absent: the architecture's own pattern, model/architecture.h).
+  if (const auto layers = hf.window_layers(static_cast<int64_t>(n_layer))) {
+    std::vector<GgufValue> flags;
+    for (bool sliding : *layers) flags.push_back(bool_value(sliding));
+    put("attention.sliding_window_pattern", array_value(GgufType::BOOL, std::move(flags)));
   }
-  for (const char* key : {"sliding_window_pattern", "_sliding_window_pattern"})
-    expect_field(cfg, key, 6, "tally runs Gemma 3's pattern of five sliding layers, then a global one");
 
   // transformers 5: rope_parameters per layer type; earlier: rope_theta and rope_local_base_freq.
   double global = cfg.number("rope_theta").value_or(1000000.0);
@@ -132,7 +129,9 @@ void add_gemma3_hparams(const JsonFields& cfg, uint64_t n_layer, const std::func
 
 // llama, qwen2, qwen3: silu, one RoPE base; biases where the architecture
 // has them (qwen2's q, k and v), nowhere else.
-void add_llama_hparams(const JsonFields& cfg, const std::string& arch, const std::function<void(const char*, GgufValue)>& put) {
+void add_llama_hparams(const HfConfig& hf, uint64_t n_layer, const std::string& arch,
+                       const std::function<void(const char*, GgufValue)>& put) {
+  const JsonFields& cfg = hf.section();
   if (arch != "qwen2") expect_field(cfg, "attention_bias", false, "attention biases are not supported in this architecture");
   if (const auto hd = cfg.count("head_dim")) put("attention.key_length", u64_value(*hd));
   // transformers 5 keeps the base in rope_parameters, earlier versions in rope_theta.
@@ -142,10 +141,16 @@ void add_llama_hparams(const JsonFields& cfg, const std::string& arch, const std
     fail("{}: 'hidden_act' is {}: {} folders are read with silu only", cfg.source(), describe_json(*act), arch);
   if (cfg.flag("use_sliding_window").value_or(false))
     fail("{}: 'use_sliding_window' is true; sliding-window {} folders are not supported", cfg.source(), arch);
+  if (const auto layers = hf.window_layers(static_cast<int64_t>(n_layer)))
+    for (size_t i = 0; i < layers->size(); ++i)
+      if ((*layers)[i])
+        fail("{}: 'layer_types[{}]' is \"sliding_attention\"; sliding-window {} folders are not supported",
+             cfg.source(), i, arch);
   put("rope.freq_base", f64_value(base));
 }
 
-void add_hparams(const JsonFields& cfg, const std::string& arch, std::vector<std::pair<std::string, GgufValue>>& kv) {
+void add_hparams(const HfConfig& hf, const std::string& arch, std::vector<std::pair<std::string, GgufValue>>& kv) {
+  const JsonFields& cfg = hf.section();
   const std::function<void(const char*, GgufValue)> put = [&](const char* key, GgufValue v) {
     kv.emplace_back(arch + "." + key, std::move(v));
   };
@@ -169,9 +174,9 @@ void add_hparams(const JsonFields& cfg, const std::string& arch, std::vector<std
   if (const json* rs = cfg.find("rope_scaling"))
     fail("{}: 'rope_scaling' is {}: only the default RoPE is supported", cfg.source(), describe_json(*rs));
   if (arch == "gemma3")
-    add_gemma3_hparams(cfg, n_layer, put);
+    add_gemma3_hparams(hf, n_layer, put);
   else
-    add_llama_hparams(cfg, arch, put);
+    add_llama_hparams(hf, n_layer, arch, put);
 }
 
 // ---- safetensors -> GGUF tensors ------------------------------------------
@@ -691,14 +696,15 @@ bool is_model_folder(const std::string& path) {
 
 std::unique_ptr<GgufFile> assemble_hf_model(HfFolderParts parts) {
   const std::string cpath = (fs::path(parts.dir) / "config.json").string();
-  const json cj = parse_json_input(parts.config, cpath);
-  const JsonFields cfg(cj, cpath);
-  const std::string type = arch_of(need_string(cfg, "model_type"), cpath);
+  const HfConfig hf(parts.config, cpath);
+  // The type at the top level: a vision-language model's text_config is not read.
+  const std::string type = arch_of(need_string(hf.top(), "model_type"), cpath);
+  const JsonFields& cfg = hf.section();
   std::vector<std::pair<std::string, GgufValue>> kv;
   kv.emplace_back("general.architecture", string_value(type));
   std::error_code ec;
   kv.emplace_back("general.name", string_value(fs::absolute(parts.dir, ec).lexically_normal().filename().string()));
-  add_hparams(cfg, type, kv);
+  add_hparams(hf, type, kv);
   const uint64_t heads = need_count(cfg, "num_attention_heads");
   Weights w = translate_weights(parts.weights, type, heads, cfg.count("num_key_value_heads").value_or(heads));
   check_output(cfg, type, w);

@@ -1,6 +1,8 @@
 #pragma once
 // What differs between decoder architectures that tally runs, as data: the
 // forward pass reads these properties instead of branching on names.
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -18,13 +20,18 @@ struct Architecture {
   bool post_norms = false;   // RMSNorm of the attention and MLP outputs before the residual add
   bool embed_scale = false;  // embeddings times sqrt(n_embd)
   bool qkv_bias = false;     // q, k and v projections add a bias (attn_q.bias, attn_k.bias, attn_v.bias)
-  // Sliding-window layers (model_config.h's is_window_layer) read the window
-  // from `NAME.attention.sliding_window` and their RoPE base from
+  // Sliding-window layers (model_shape.h) read the window from
+  // `NAME.attention.sliding_window` and their RoPE base from
   // `NAME.rope.freq_base_swa` (default below).
   float rope_base_swa = 0;
+  // Which layers slide when the file does not list them: every period-th
+  // layer global (io/hf_config_file.h's window_layers_of_period); none when unset.
+  std::optional<int64_t> window_period = std::nullopt;
 };
 
 // Throws tally::Error naming the architecture and the supported ones.
 const Architecture& architecture_for(std::string_view name);
+// nullptr for an architecture tally does not run.
+const Architecture* find_architecture(std::string_view name);
 
 }  // namespace tally

@@ -73,7 +73,7 @@ json kv_plan_response(const json& b, const ModelShape& model) {
   r.n_head = heads;
   if (model_shape) {
     r.window = static_cast<uint64_t>(model.window);
-    r.n_window_layers = model.n_window_layers;
+    r.n_window_layers = model.n_window_layers();
   }
   if (b.contains("dtype")) {
     if (!b["dtype"].is_string()) bad_request("dtype", "'dtype' must be a string, not {}", json_type(b["dtype"]));

@@ -1,13 +1,12 @@
 #include "sizing/hf_config.h"
 
-#include <nlohmann/json.hpp>
+#include <algorithm>
 
 #include "core/checked_math.h"
 #include "core/error.h"
 #include "core/printable.h"
-#include "io/json_input.h"
+#include "io/hf_config_file.h"
 #include "io/text_file.h"
-#include "model/model_config.h"
 
 namespace tally {
 namespace {
@@ -24,76 +23,17 @@ uint64_t add(uint64_t a, uint64_t b) {
   return *r;
 }
 
-using nlohmann::json;
-
-// The section a config describes the decoder in: its text_config when it has
-// one (a multimodal model's), else the top level.
-JsonFields text_section(const json& top, const std::string& source) {
-  if (auto it = top.find("text_config"); it != top.end() && !it->is_null()) {
-    if (!it->is_object()) fail("{}: 'text_config' must be an object", source);
-    return JsonFields(*it, source, "text_config.");
-  }
-  return JsonFields(top, source);
-}
-
-// Fields of the config's section, with errors that name the file and the
-// field's full path; dtype and tying are looked up at the top level too.
-class ConfigSection {
- public:
-  ConfigSection(const json& top, const std::string& source)
-      : top_(top, source),  // first: refuses a config that is not an object
-        sec_(text_section(top, source)) {}
-
-  bool nested() const { return !sec_.prefix().empty(); }
-
-  std::optional<int64_t> get_int(const char* key) const {
-    const auto v = sec_.count(key, static_cast<uint64_t>(kMaxModelDim));
-    return v ? std::optional<int64_t>(static_cast<int64_t>(*v)) : std::nullopt;
-  }
-  int64_t require_int(const char* key, const char* needed_for) const {
-    return sec_.required(get_int(key), key, needed_for);
-  }
-  // The section's value, else the top level's.
-  std::optional<std::string> get_string_either(const char* key) const {
-    return sec_.find(key) ? sec_.string(key) : top_.string(key);
-  }
-  std::optional<bool> get_bool_either(const char* key) const {
-    return sec_.find(key) ? sec_.flag(key) : top_.flag(key);
-  }
-  // The weights' dtype name: torch_dtype or dtype, in the section first.
-  std::optional<std::string> weights_dtype() const {
-    for (const JsonFields* f : {&sec_, &top_})
-      for (const char* key : {"torch_dtype", "dtype"})
-        if (auto v = f->string(key)) return v;
-    return std::nullopt;
-  }
-  // A list of strings in the section (e.g. layer_types).
-  std::optional<std::vector<std::string>> get_strings(const char* key) const { return sec_.strings(key); }
-  const std::string& prefix() const { return sec_.prefix(); }
-
- private:
-  JsonFields top_, sec_;
-};
-
-// Sliding-window layers hold only the window. Which layers: "layer_types"
-// ("sliding_attention" / "full_attention" per layer), else
-// "sliding_window_pattern" P (every P-th layer global, Gemma 3's 6). A
-// sliding_window without either (or with use_sliding_window false, as Qwen2/3
-// configs carry) leaves every layer planned as global.
-void read_sliding_window(const ConfigSection& c, const std::string& source, ModelShape& s) {
+// Sliding-window layers hold only the window: those the config lists
+// (HfConfig::window_layers). A sliding_window without a list (or with
+// use_sliding_window false, as Qwen2/3 configs carry) leaves every layer
+// planned as global.
+void read_sliding_window(const HfConfig& c, ModelShape& s) {
   const auto window = c.get_int("sliding_window");
   if (!window || !c.get_bool_either("use_sliding_window").value_or(true)) return;
-  int64_t n_window = 0;
-  if (const auto types = c.get_strings("layer_types")) {
-    if (static_cast<int64_t>(types->size()) != s.n_layer)
-      fail("{}: '{}layer_types' has {} entries for {} layers", source, c.prefix(), types->size(), s.n_layer);
-    for (const auto& t : *types) n_window += t == "sliding_attention" ? 1 : 0;
-  } else if (const auto pattern = c.get_int("sliding_window_pattern")) {
-    for (int64_t il = 0; il < s.n_layer; ++il) n_window += (il + 1) % *pattern != 0 ? 1 : 0;
-  }
-  if (n_window == 0) return;
+  auto layers = c.window_layers(s.n_layer);
+  if (!layers || std::count(layers->begin(), layers->end(), true) == 0) return;
   s.window = *window;
-  s.n_window_layers = n_window;
+  s.window_layers = std::move(*layers);
 }
 
 }  // namespace
@@ -129,8 +69,7 @@ uint64_t hf_dtype_bytes(std::string_view name) {
 
 ModelShape shape_from_hf_config_text(const std::string& text, const std::string& source, bool want_weights,
                                      std::optional<double> weights_bits) {
-  const json top = parse_json_input(text, source);
-  const ConfigSection c(top, source);
+  const HfConfig c(text, source);
   ModelShape s;
   s.source = source;
   s.text_config = c.nested();
@@ -152,7 +91,7 @@ ModelShape shape_from_hf_config_text(const std::string& text, const std::string&
            *hidden, s.n_head);
     s.head_dim = *hidden / s.n_head;
   }
-  read_sliding_window(c, source, s);
+  read_sliding_window(c, s);
   if (const auto ctx = c.get_int("max_position_embeddings"); ctx && *ctx > 0) s.trained_context = *ctx;
   if (!want_weights) return s;
 

@@ -1,10 +1,8 @@
 #include "sizing/model_shape.h"
 
-#include "core/checked_math.h"
 #include "core/error.h"
 #include "io/hf_folder.h"
 #include "io/gguf.h"
-#include "model/model_config.h"
 #include "sizing/hf_config.h"
 
 namespace tally {
@@ -30,32 +28,6 @@ ModelShape shape_from_flags(int64_t layers, int64_t heads, int64_t kv_heads, int
 
 ModelShape shape_from_gguf(const std::string& path) {
   return shape_from_gguf(*open_model_file(path));
-}
-
-ModelShape shape_from_gguf(const GgufFile& f) {
-  const AttentionLayout a = read_attention_layout(f);
-  ModelShape s;
-  s.source = f.path();
-  s.kind = a.arch;
-  s.n_layer = a.n_layer;
-  s.n_head = a.n_head;
-  s.n_kv_head = a.n_kv_head;
-  s.head_dim = a.head_dim;
-  s.window = a.window;
-  s.n_window_layers = a.n_window_layers;
-  if (const uint64_t ctx = f.get_u64(a.arch + ".context_length", 0); ctx > 0 && ctx <= uint64_t{1} << 40)
-    s.trained_context = static_cast<int64_t>(ctx);
-  if (!f.tensors().empty()) {
-    uint64_t elements = 0;
-    for (const auto& t : f.tensors()) {
-      const auto sum = checked_add(elements, t.n_elements);
-      if (!sum) fail("{}: the tensors' element count overflows 64 bits", f.path());
-      elements = *sum;
-    }
-    s.parameters = elements;
-    s.weights_bytes = f.total_tensor_bytes();
-  }
-  return s;
 }
 
 ModelShape read_model_shape(const ShapeSource& src) {

@@ -25,7 +25,10 @@ tally::ModelShape model(int64_t window, int64_t window_layers) {
   s.n_kv_head = 1;
   s.head_dim = 256;
   s.window = window;
-  s.n_window_layers = window_layers;
+  if (window > 0) {  // the first window_layers layers slide (which ones does not change the bytes)
+    s.window_layers.assign(static_cast<size_t>(s.n_layer), false);
+    for (int64_t l = 0; l < window_layers && l < s.n_layer; ++l) s.window_layers[static_cast<size_t>(l)] = true;
+  }
   s.parameters = 268098176;
   s.weights_bytes = 246587392;
   return s;

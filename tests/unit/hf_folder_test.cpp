@@ -251,6 +251,54 @@ TEST(HfFolder, Gemma3IsTheModelOfItsConvertedGgufAndOfTransformers) {
   EXPECT_EQ(ct.encode(tok, hi, true).front(), tok.bos_id());
 }
 
+// Which layers slide comes from config.json (layer_types, else a
+// sliding_window_pattern period), not from the architecture: a pattern that
+// is neither Gemma 3's nor any period's gives transformers' logits for that
+// pattern (gemma3-hf-pattern_logits.json), positions past the window included.
+TEST(HfFolder, Gemma3LayerPatternComesFromTheConfig) {
+  const auto fx = tally_test::load_fixture("random_models/gemma3-hf-pattern_logits.json");
+  const auto pattern = fx["settings"]["layer_types"];
+  FolderCopy f("gemma3-hf");
+  auto cfg = f.read("config.json");
+  cfg["layer_types"] = pattern;
+  f.write("config.json", cfg.dump());
+  const auto folder = tally::Model::load(f.dir());
+  const auto& c = folder->config();
+  ASSERT_EQ(pattern.size(), 6u);
+  for (int64_t l = 0; l < 6; ++l) EXPECT_EQ(c.window_layer(l), pattern[l] == "sliding_attention") << "layer " << l;
+  tally_test::TopDiffs diffs;
+  int64_t decisive = 0;
+  for (const auto& p : fx["prompts"]) {
+    const auto ours = all_logits(*folder, p["ids"].get<std::vector<int32_t>>());
+    ASSERT_EQ(ours.size(), p["top10"].size());
+    for (size_t pos = 0; pos < ours.size(); ++pos) {
+      const auto& top = p["top10"][pos];
+      diffs.add(ours[pos], top);
+      if (top[0][1].get<double>() - top[1][1].get<double>() > 0.8) {
+        ++decisive;
+        EXPECT_EQ(std::max_element(ours[pos].begin(), ours[pos].end()) - ours[pos].begin(), top[0][0].get<int>())
+            << p["name"] << " position " << pos;
+      }
+    }
+  }
+  EXPECT_LE(diffs.worst, 0.4);  // the bounds of the default pattern's test
+  EXPECT_LE(diffs.mean(), 0.08);
+  EXPECT_GT(decisive, 50);
+
+  // A period instead of a list: every third layer global.
+  cfg.erase("layer_types");
+  cfg.erase("_sliding_window_pattern");
+  cfg["sliding_window_pattern"] = 3;
+  f.write("config.json", cfg.dump());
+  const auto by_period = tally::Model::load(f.dir());
+  for (int64_t l = 0; l < 6; ++l) EXPECT_EQ(by_period->config().window_layer(l), l % 3 < 2) << "layer " << l;
+  // Neither: Gemma 3's own pattern, five sliding then one global.
+  cfg.erase("sliding_window_pattern");
+  f.write("config.json", cfg.dump());
+  const auto by_default = tally::Model::load(f.dir());
+  for (int64_t l = 0; l < 6; ++l) EXPECT_EQ(by_default->config().window_layer(l), l < 5) << "layer " << l;
+}
+
 // Gemma's tokenizer.json (SentencePiece BPE with byte fallback): HF
 // tokenizers' ids on the conformance texts, and on the prompts with BOS and
 // the turn markers.
@@ -284,10 +332,10 @@ TEST(HfFolder, RefusesGemma3ConfigsItWouldRunWrongly) {
   refused("query_pre_attn_scalar", 64, {"'query_pre_attn_scalar' is 64:", "1/sqrt(head_dim)"});
   refused("final_logit_softcapping", 30.0, {"'final_logit_softcapping'", "soft-capping is not implemented"});
   refused("hidden_activation", "gelu", {"the activation is the string \"gelu\"", "gelu_pytorch_tanh"});
-  refused("layer_types", nlohmann::json::array({"full_attention"}), {"'layer_types' must list one type for each of the 6 layers"});
+  refused("layer_types", nlohmann::json::array({"full_attention"}), {"'layer_types' has 1 entries for 6 layers"});
   auto layers = good["layer_types"];
-  layers[5] = "sliding_attention";
-  refused("layer_types", layers, {"layer_types[5] is the string \"sliding_attention\"", "five sliding layers"});
+  layers[2] = "chunked_attention";
+  refused("layer_types", layers, {"'layer_types[2]' is the string \"chunked_attention\"", "\"sliding_attention\" or"});
   refused("rope_scaling", {{"rope_type", "linear"}, {"factor", 8}}, {"'rope_scaling' is an object", "only the default RoPE"});
   refused("rope_parameters", {{"full_attention", {{"rope_type", "linear"}, {"factor", 8}}}},
           {"rope_parameters.full_attention.rope_type is the string \"linear\""});
@@ -382,6 +430,9 @@ TEST(HfFolder, RefusesWhatItWouldIgnoreOrDefault) {
           {"'quantization_config' is an object", "quantized checkpoints"});
   refused([](auto& c) { c["rms_norm_eps"] = nullptr; }, {"missing 'rms_norm_eps'"});
   refused([](auto& c) { c.erase("rms_norm_eps"); }, {"missing 'rms_norm_eps'"});
+  // A sliding layer that qwen3 folders are not read with, by flag or by list.
+  refused([](auto& c) { c["use_sliding_window"] = true; }, {"'use_sliding_window' is true", "not supported"});
+  refused([](auto& c) { c["layer_types"] = {"sliding_attention"}; }, {"'layer_types[0]' is \"sliding_attention\"", "not supported"});
   // 17 MiB of config (spaces are valid JSON) is past the 16 MiB a config may hold.
   f.write("config.json", good.dump() + std::string(17 << 20, ' '));
   expect_error([&] { tally::open_hf_folder(f.dir()); }, {"config.json: the file of a model folder has", "limit of 16777216 B"});

@@ -27,9 +27,9 @@ namespace {
 
 using test::expect_error;
 
-// A GGUF v3 image holding only metadata (u32, f32 and string values): enough
-// for a shape, with neither tensors nor vocabulary.
-using MetaValue = std::variant<uint32_t, std::string, float>;
+// A GGUF v3 image holding only metadata (u32, f32, string and bool-array
+// values): enough for a shape, with neither tensors nor vocabulary.
+using MetaValue = std::variant<uint32_t, std::string, float, std::vector<bool>>;
 std::string gguf_image(const std::vector<std::pair<std::string, MetaValue>>& kvs) {
   std::string out;
   auto put = [&](auto v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); };  // little-endian host
@@ -49,6 +49,11 @@ std::string gguf_image(const std::vector<std::pair<std::string, MetaValue>>& kvs
     } else if (const auto* f = std::get_if<float>(&v)) {
       put(uint32_t{6});  // f32
       put(*f);
+    } else if (const auto* flags = std::get_if<std::vector<bool>>(&v)) {
+      put(uint32_t{9});  // array
+      put(uint32_t{7});  // of bool
+      put(uint64_t{flags->size()});
+      for (bool b : *flags) put(uint8_t{b});
     } else {
       put(uint32_t{8});  // string
       put_str(std::get<std::string>(v));
@@ -144,20 +149,24 @@ TEST(KvPlanConfig, SlidingWindowLayers) {
   const ModelShape g =
       shape_from_hf_config_text("{" + shape + ", \"layer_types\": [" + types + "]}", "gemma.json", false);
   EXPECT_EQ(g.window, 512);
-  EXPECT_EQ(g.n_window_layers, 15);
+  EXPECT_EQ(g.n_window_layers(), 15);
   // Older configs give the pattern instead: every sixth layer global.
   const ModelShape p = shape_from_hf_config_text("{" + shape + ", \"sliding_window_pattern\": 6}", "p.json", false);
-  EXPECT_EQ(p.n_window_layers, 15);
+  EXPECT_EQ(p.n_window_layers(), 15);
   // Qwen2/3 carry a window they do not use; a window without a layer pattern is not guessed.
   EXPECT_EQ(shape_from_hf_config_text("{" + shape + ", \"use_sliding_window\": false, \"sliding_window_pattern\": 6}",
                                       "q.json", false)
-                .n_window_layers,
+                .n_window_layers(),
             0);
   EXPECT_EQ(shape_from_hf_config_text("{" + shape + "}", "w.json", false).window, 0);
   expect_error([&] { shape_from_hf_config_text("{" + shape + R"(, "layer_types": ["full_attention"]})", "bad.json", false); },
                {"bad.json", "'layer_types' has 1 entries for 18 layers"});
   expect_error([&] { shape_from_hf_config_text("{" + shape + R"(, "layer_types": [1]})", "bad.json", false); },
                {"bad.json", "'layer_types' must be a list of strings"});
+  // A kind of layer the planner cannot size (Qwen3-Next's linear attention holds no K/V): refused, not guessed.
+  expect_error([&] { shape_from_hf_config_text("{" + shape + R"(, "layer_types": [)" + types.substr(0, types.rfind(',')) +
+                                               R"(, "linear_attention"]})", "bad.json", false); },
+               {"bad.json", "'layer_types[17]' is the string \"linear_attention\"", "\"sliding_attention\" or \"full_attention\""});
 }
 
 TEST(KvPlanConfig, Qwen3SmallCountsQkNorms) {
@@ -319,7 +328,8 @@ TEST(KvPlanGguf, SlidingWindowLayersHoldOnlyTheWindow) {
                                         {"gemma3.attention.sliding_window", 512u}});
   const ModelShape s = shape_from_gguf(open_image(gemma, "gemma3.gguf"));
   EXPECT_EQ(s.window, 512);
-  EXPECT_EQ(s.n_window_layers, 15);
+  EXPECT_EQ(s.n_window_layers(), 15);
+  for (int64_t l = 0; l < 18; ++l) EXPECT_EQ(s.window_layer(l), l % 6 < 5) << "layer " << l;
   KvPlanRequest r;
   r.shape = s.kv();
   r.n_head = s.n_head;
@@ -351,6 +361,47 @@ TEST(KvPlanGguf, SlidingWindowLayersHoldOnlyTheWindow) {
   EXPECT_FALSE(all.crossover_tokens.has_value());
   r.n_window_layers = 19;
   expect_error([&] { plan_kv(r); }, {"19 of 18 layers"});
+}
+
+// <arch>.attention.sliding_window_pattern as llama.cpp reads it: one flag per
+// layer, or a period (every period-th layer global; 0: every layer sliding);
+// it overrides the architecture's pattern, for an architecture tally does not
+// run too (the planner sizes it).
+TEST(KvPlanGguf, SlidingWindowPatternFromMetadata) {
+  auto file = [](const std::string& arch, const MetaValue& pattern) {
+    return gguf_image({{"general.architecture", arch},
+                       {arch + ".block_count", 6u},
+                       {arch + ".attention.head_count", 4u},
+                       {arch + ".attention.key_length", 64u},
+                       {arch + ".attention.sliding_window", 128u},
+                       {arch + ".attention.sliding_window_pattern", pattern}});
+  };
+  const std::vector<bool> listed = {true, false, false, true, true, false};
+  for (const char* arch : {"gemma3", "futurenet"}) {
+    const ModelShape s = shape_from_gguf(open_image(file(arch, listed), "m.gguf"));
+    EXPECT_EQ(s.window, 128) << arch;
+    EXPECT_EQ(s.window_layers, listed) << arch;
+  }
+  const ModelShape period = shape_from_gguf(open_image(file("gemma3", 3u), "m.gguf"));
+  EXPECT_EQ(period.window_layers, (std::vector<bool>{true, true, false, true, true, false}));
+  EXPECT_EQ(shape_from_gguf(open_image(file("gemma3", 0u), "m.gguf")).n_window_layers(), 6);
+  // A period of 1 (every layer global) or a list of none: no window at all.
+  for (const MetaValue& none : {MetaValue(1u), MetaValue(std::vector<bool>(6, false))}) {
+    const ModelShape s = shape_from_gguf(open_image(file("gemma3", none), "m.gguf"));
+    EXPECT_EQ(s.window, 0);
+    EXPECT_TRUE(s.window_layers.empty());
+  }
+  expect_error([&] { shape_from_gguf(open_image(file("gemma3", std::vector<bool>{true, false}), "m.gguf")); },
+               {"m.gguf", "'gemma3.attention.sliding_window_pattern' has 2 entries for 6 layers"});
+  expect_error([&] { shape_from_gguf(open_image(file("gemma3", std::string("5/6")), "m.gguf")); },
+               {"gemma3.attention.sliding_window_pattern"});
+  // An architecture without a known pattern and a file without one: every layer global.
+  const std::string llama = gguf_image({{"general.architecture", std::string("llama")},
+                                        {"llama.block_count", 6u},
+                                        {"llama.attention.head_count", 4u},
+                                        {"llama.attention.key_length", 64u},
+                                        {"llama.attention.sliding_window", 128u}});
+  EXPECT_EQ(shape_from_gguf(open_image(llama, "m.gguf")).window, 0);
 }
 
 TEST(KvPlanArithmetic, BlockFormatsCountTheirScales) {

@@ -244,7 +244,7 @@ KvPlanResult plan(const KvPlanOptions& o) {
   r.shape = s.kv();
   r.n_head = s.n_head;
   r.window = static_cast<uint64_t>(s.window);
-  r.n_window_layers = s.n_window_layers;
+  r.n_window_layers = s.n_window_layers();
   res.plans = plan_kv(r);
   return res;
 }
