@@ -409,6 +409,29 @@ assert 0 < accepted < drafted, (accepted, drafted)
   expect_error "--grammar: a missing file" "cannot open|No such file" "$tally" run -m "$model" -p hi --grammar "$tmp/none.gbnf"
   expect_usage "--json-schema with --grammar" "tally run" "--json-schema and --grammar both constrain the output" "$tally" run -p hi --json-schema "$tmp/pp.json" --grammar "$tmp/bad.gbnf"
   expect_usage "--json-schema with --beam" "tally run" "--beam scores its own hypotheses: --json-schema and --grammar" "$tally" run -p hi --json-schema "$tmp/pp.json" --beam 2
+  # Constrained output: run's output and every one of chat's replies are JSON valid against the schema.
+  printf '%s' '{"type": "object", "properties": {"name": {"type": "string", "maxLength": 12}, "mood": {"enum": ["happy", "sad"]}}, "required": ["name", "mood"], "additionalProperties": false}' >"$tmp/mood.json"
+  json_values() {  # N: stdin is exactly N JSON values of mood.json's schema, each on its own line(s)
+    python3 -c '
+import json, sys
+text, n, dec, at, got = sys.stdin.read(), int(sys.argv[1]), json.JSONDecoder(), 0, 0
+while text[at:].strip():
+    at += len(text[at:]) - len(text[at:].lstrip())
+    v, at = dec.raw_decode(text, at)
+    assert isinstance(v, dict) and set(v) == {"name", "mood"} and isinstance(v["name"], str), v
+    assert len(v["name"]) <= 12 and v["mood"] in ("happy", "sad"), v
+    got += 1
+assert got == n, (got, text)' "$1"
+  }
+  "$tally" run -m "$model" -p "A cat, as JSON:" --temp 0 -n 64 --json-schema "$tmp/mood.json" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  check "run --json-schema: exit 0 ($(head -c 200 "$tmp/err"))" test $rc -eq 0
+  check "run --json-schema: the output is one JSON value of the schema ($(head -c 200 "$tmp/out"))" json_values 1 <"$tmp/out"
+  printf 'Describe a cat.\nNow a dog.\n' | "$tally" chat -m "$model" --temp 0 -n 64 --json-schema "$tmp/mood.json" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  check "chat --json-schema: exit 0 ($(head -c 200 "$tmp/err"))" test $rc -eq 0
+  check "chat --json-schema: each of two replies is JSON of the schema ($(head -c 300 "$tmp/out"))" json_values 2 <"$tmp/out"
+  expect_usage "chat: --json-schema with --grammar" "tally chat" "--json-schema and --grammar both constrain the output" "$tally" chat --json-schema "$tmp/mood.json" --grammar "$tmp/bad.gbnf"
   # -n past the context: generation stops there, with a warning (exit 0).
   expect_warned "-n past the context" "stopped: the context of 64 tokens is full" "$tally" run -m "$model" -c 64 -n 200 --ignore-eos -p hi
 else

@@ -14,6 +14,7 @@
 
 #include "chat_input.h"
 #include "commands.h"
+#include "constraint_options.h"
 #include "core/byte_size.h"
 #include "core/error.h"
 #include "encode_input.h"
@@ -61,6 +62,7 @@ struct ChatOptions {
   ModelOptions m;
   SamplingOptions sampling;
   SpeculationOptions speculation;
+  ConstraintOptions constraint;  // every reply
   std::string system;
   int64_t n_predict = 512;
 
@@ -68,6 +70,7 @@ struct ChatOptions {
     m.validate();
     sampling.validate();
     speculation.validate();
+    constraint.validate();
   }
 };
 
@@ -222,6 +225,7 @@ void execute(const ChatOptions& o) {
   st.g.sampling = o.sampling.resolve();
   st.g.is_stop = [&tok](int32_t id) { return tok.is_end_of_generation(id); };
   st.g.cancel = &g_cancel;
+  st.g.constraint = o.constraint.build(lm);
   o.speculation.apply(st.g);
 
   struct sigaction sa {};
@@ -283,6 +287,7 @@ void add_chat(CLI::App& app) {
   add_model_options(cmd, o->m, kRunning | kDiskCache);
   add_sampling_options(cmd, o->sampling);
   add_speculation_options(cmd, o->speculation);
+  add_constraint_options(cmd, o->constraint);
   cmd->add_option("--system,--system-prompt", o->system, "System message (default: the template's own)");
   cmd->add_option("-n,--n-predict", o->n_predict, "Tokens per reply at most (at most half the context)")
       ->capture_default_str()

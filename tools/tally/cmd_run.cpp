@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "commands.h"
+#include "constraint_options.h"
 #include "core/error.h"
 #include "encode_input.h"
 #include "grammar/grammar.h"
@@ -46,7 +47,7 @@ struct RunOptions {
   int64_t sinks = 4, window = 0;
   std::vector<std::string> stop;
   int64_t logprobs = -1;
-  std::string json_schema, grammar;  // files: a JSON schema, a GBNF grammar
+  ConstraintOptions constraint;
   // Which flags were given (CLI11's counts, copied before validate()).
   struct Given {
     bool prompt = false, file = false, parallel = false, beam = false, length_penalty = false, sinks = false,
@@ -63,6 +64,7 @@ void RunOptions::validate() const {
   m.validate();
   sampling.validate();
   speculation.validate();
+  constraint.validate();
   if (speculation.on() && (several() || no_cache || sliding()))
     usage_fail("--speculate rolls back one sequence's cache: not with --beam, --parallel, --no-cache or a sliding "
                "window (--sinks/--window)");
@@ -90,39 +92,12 @@ void RunOptions::validate() const {
   if (given.beam && (given.logprobs || !stop.empty()))
     usage_fail("--beam scores its own hypotheses: --logprobs and --stop go with sampling, not with --beam");
   if (given.beam && n_predict < 1) usage_fail("-n must be at least 1 with --beam, got {}", n_predict);
-  const bool constrained = !json_schema.empty() || !grammar.empty();
-  if (!json_schema.empty() && !grammar.empty()) usage_fail("--json-schema and --grammar both constrain the output: give one");
+  const bool constrained = constraint.on();
   if (constrained && given.beam) usage_fail("--beam scores its own hypotheses: --json-schema and --grammar go with sampling");
   if (constrained && ignore_eos)
     usage_fail("--ignore-eos with --json-schema or --grammar: the grammar decides where the output may end");
   if (constrained && sliding())
     usage_fail("--json-schema and --grammar make one bounded output: not with a sliding window (--sinks/--window)");
-}
-
-// The grammar of --json-schema FILE or --grammar FILE, for this model (none without either).
-std::optional<grammar::Constraint> output_constraint(const RunOptions& o, const LoadedModel& lm) {
-  if (o.json_schema.empty() && o.grammar.empty()) return std::nullopt;
-  const grammar::Vocabulary vocab = grammar_vocabulary(*lm.tokenizer, static_cast<int32_t>(lm.model->config().n_vocab));
-  if (!o.grammar.empty()) {
-    const std::string text = read_text_file(o.grammar, "grammar file", kMaxTextBytes);
-    try {
-      return grammar::Constraint::gbnf(vocab, text);
-    } catch (const Error& e) {
-      fail("{}: {}", o.grammar, e.what());
-    }
-  }
-  const std::string text = read_text_file(o.json_schema, "JSON schema file", kMaxTextBytes);
-  nlohmann::ordered_json schema;  // in the file's order: properties are generated in it
-  try {
-    schema = nlohmann::ordered_json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: not JSON ({})", o.json_schema, e.what());
-  }
-  try {
-    return grammar::Constraint::json_schema(vocab, schema);
-  } catch (const Error& e) {
-    fail("{}: {}", o.json_schema, e.what());
-  }
 }
 
 // The prompt's text: -p, -f FILE, or standard input when it is not a terminal.
@@ -406,7 +381,7 @@ void execute(const RunOptions& o) {
   const std::vector<int32_t> prompt = prompt_tokens(o, lm, text);
   if (prompt.empty() && o.load_session.empty()) fail("the prompt is empty: nothing to generate from");
   const Tokenizer& tok = *lm.tokenizer;
-  const std::optional<grammar::Constraint> constraint = output_constraint(o, lm);
+  const std::optional<grammar::Constraint> constraint = o.constraint.build(lm);
   if (o.given.beam) {
     const BeamRun r = run_beam(o, lm, prompt);
     o.json ? print_json(tok, r) : print_text(tok, r);
@@ -483,11 +458,7 @@ void add_run(CLI::App& app) {
   cmd->add_option("--load-session", o->load_session,
                   "Continue a saved session: -p (optional) is appended after its tokens, as raw text")
       ->check(nonempty_path());
-  cmd->add_option("--json-schema", o->json_schema,
-                  "Constrain the output to JSON valid against the JSON schema in FILE (docs/api.md lists the keywords)")
-      ->check(nonempty_path());
-  cmd->add_option("--grammar", o->grammar, "Constrain the output to the GBNF grammar in FILE (llama.cpp's format)")
-      ->check(nonempty_path());
+  add_constraint_options(cmd, o->constraint);
   cmd->callback([o, prompt, file, par, beam, lp, sinks, window, logprobs] {
     o->given = {prompt->count() > 0, file->count() > 0,   par->count() > 0,     beam->count() > 0,
                 lp->count() > 0,     sinks->count() > 0,  window->count() > 0, logprobs->count() > 0};
