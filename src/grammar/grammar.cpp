@@ -275,7 +275,10 @@ Constraint Constraint::gbnf(const Vocabulary& v, std::string_view text) {
   return Constraint(std::make_shared<const Impl>(Impl{v, std::move(c)}));
 }
 
-Constraint Constraint::sequence(const Vocabulary& v, std::span<const Part> parts) {
+namespace {
+
+// The parts one after the other, as one grammar (not yet compiled).
+xgrammar::Grammar concat_parts(std::span<const Part> parts) {
   if (parts.empty()) fail("grammar sequence: no parts");
   std::vector<xgrammar::Grammar> gs;
   for (const Part& p : parts) {
@@ -291,7 +294,26 @@ Constraint Constraint::sequence(const Vocabulary& v, std::span<const Part> parts
     }
   }
   if (gs.empty()) fail("grammar sequence: every part is empty");
-  auto c = compile("grammar sequence", [&] { return v.impl().compiler.CompileGrammar(xgrammar::Grammar::Concat(gs)); });
+  return gs.size() == 1 ? gs[0] : xgrammar::Grammar::Concat(gs);
+}
+
+}  // namespace
+
+Constraint Constraint::sequence(const Vocabulary& v, std::span<const Part> parts) {
+  const xgrammar::Grammar g = concat_parts(parts);
+  auto c = compile("grammar sequence", [&] { return v.impl().compiler.CompileGrammar(g); });
+  return Constraint(std::make_shared<const Impl>(Impl{v, std::move(c)}));
+}
+
+Constraint Constraint::one_or_more(const Vocabulary& v, std::span<const Part> parts, std::string_view separator) {
+  const xgrammar::Grammar one = concat_parts(parts);
+  // xgrammar composes grammars by concatenation and union only: the
+  // repetition is a rule added to the printed grammar, whose root is "root".
+  const std::string ebnf = one.ToString() + "\ntally_one_or_more ::= root (" + ebnf_literal(std::string(separator)) +
+                           " root)*\n";
+  auto c = compile("grammar repetition", [&] {
+    return v.impl().compiler.CompileGrammar(xgrammar::Grammar::FromEBNF(ebnf, "tally_one_or_more"));
+  });
   return Constraint(std::make_shared<const Impl>(Impl{v, std::move(c)}));
 }
 

@@ -65,6 +65,9 @@ class Constraint {
   static Constraint gbnf(const Vocabulary& v, std::string_view text);
   // The parts one after the other (e.g. a tool call's markup around its arguments).
   static Constraint sequence(const Vocabulary& v, std::span<const Part> parts);
+  // One or more sentences of sequence(parts), `separator` between each two
+  // (a reply of several tool calls).
+  static Constraint one_or_more(const Vocabulary& v, std::span<const Part> parts, std::string_view separator);
 
   // Whether `text` is a whole sentence of the grammar (tests, checks).
   bool matches(std::string_view text) const;

@@ -229,12 +229,13 @@ void ApiServer::generate(bool chat, const HttpRequest& req, HttpResponse& res) {
     if (!tmpl_) throw ApiError(400, "invalid_request_error", fmt::format("chat is unavailable: {}", tmpl_error_));
     gr = parse_chat_request(b, tok_, *tmpl_, tools_);
     if (gr.call_required) {
-      // The reply must be a call: decoded under a grammar of one call, to the named function or any.
+      // The reply must be a call: decoded under a grammar of calls to any of the tools (one or, with
+      // parallel_tool_calls, several), or of one call to the named function.
       nlohmann::ordered_json offered = nlohmann::ordered_json::array();
       for (const auto& t : gr.tools)
         if (gr.call_name.empty() || t["function"]["name"] == gr.call_name) offered.push_back(t);
       try {
-        gr.constraint = call_constraint(tools_.format, offered, vocabulary());
+        gr.constraint = call_constraint(tools_.format, offered, vocabulary(), gr.parallel_calls && gr.call_name.empty());
       } catch (const Error& e) {
         bad_request("tools", "'tools': a call cannot be required of these tools: {}", e.what());
       }
@@ -260,9 +261,11 @@ void ApiServer::generate(bool chat, const HttpRequest& req, HttpResponse& res) {
   const bool stream = gr.stream, logprobs = gr.logprobs, include_usage = gr.include_usage;
   const int n = gr.n;
   std::optional<ToolCallParser> tool_calls = gr.tool_calls;
+  const bool calls_certain = gr.call_required;
   auto job = scheduler_.submit(std::move(gr));
   auto format = std::make_shared<CompletionFormat>(chat, tok_, (chat ? "chatcmpl-" : "cmpl-") + job->id(),
-                                                   opts_.model_name, logprobs, n, include_usage, std::move(tool_calls));
+                                                   opts_.model_name, logprobs, n, include_usage, std::move(tool_calls),
+                                                   calls_certain);
   auto log_done = [job, chat](const char* how) {
     const double total = std::chrono::duration<double, std::milli>(Clock::now() - job->submitted()).count();
     fmt::print(stderr, "tally serve: {} {} {}: {} prompt tokens ({} cached), {} generated, first token {:.0f} ms, total {:.0f} ms\n",

@@ -21,7 +21,7 @@ json bytes_of(const std::string& s) {
 }  // namespace
 
 CompletionFormat::CompletionFormat(bool chat, const Tokenizer& tok, std::string id, std::string model, bool logprobs,
-                                   int n, bool include_usage, std::optional<ToolCallParser> tools)
+                                   int n, bool include_usage, std::optional<ToolCallParser> tools, bool calls_certain)
     : chat_(chat),
       tok_(tok),
       id_(std::move(id)),
@@ -30,7 +30,8 @@ CompletionFormat::CompletionFormat(bool chat, const Tokenizer& tok, std::string 
       include_usage_(include_usage),
       created_(static_cast<int64_t>(std::time(nullptr))),
       choices_(static_cast<size_t>(n)),
-      tools_(std::move(tools)) {
+      tools_(std::move(tools)),
+      calls_certain_(calls_certain && tools_) {
   for (Choice& c : choices_) c.logprobs = empty_logprobs();
 }
 
@@ -170,6 +171,26 @@ std::string CompletionFormat::stream_event(const Event& e) {
   return sse(c);
 }
 
+std::vector<json> CompletionFormat::call_deltas(Choice& c, const std::string& text) const {
+  std::vector<json> out;
+  const std::vector<PartialCall> calls = tools_->partial_calls(text);
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const PartialCall& p = calls[k];
+    if (k == c.calls.size()) {
+      if (p.name.empty()) break;  // its header waits for the whole name
+      c.calls.emplace_back(new_call_id(), 0);
+      out.push_back({{"index", k}, {"id", c.calls[k].first}, {"type", "function"},
+                     {"function", {{"name", p.name}, {"arguments", ""}}}});
+    }
+    size_t& sent = c.calls[k].second;
+    if (p.arguments.size() > sent) {
+      out.push_back({{"index", k}, {"function", {{"arguments", p.arguments.substr(sent)}}}});
+      sent = p.arguments.size();
+    }
+  }
+  return out;
+}
+
 std::string CompletionFormat::stream_tool_event(const Event& e) {
   Choice& c = choices_.at(static_cast<size_t>(e.choice));
   auto chunk = [&](json delta, json lp, json finish) {
@@ -180,6 +201,20 @@ std::string CompletionFormat::stream_tool_event(const Event& e) {
   };
   if (e.kind == Event::Kind::Token) {
     c.text += e.text;
+    json lp = nullptr;
+    if (logprobs_ && e.token >= 0) {
+      lp = empty_logprobs();
+      append_logprob(lp, e);
+    }
+    if (calls_certain_) {  // the reply is calls: no content, the calls as they grow
+      std::string out;
+      for (json& d : call_deltas(c, c.text)) {
+        out += sse(chunk({{"tool_calls", json::array({std::move(d)})}}, std::move(lp), nullptr));
+        lp = nullptr;
+      }
+      if (out.empty() && !lp.is_null()) out = sse(chunk({{"content", ""}}, std::move(lp), nullptr));
+      return out;
+    }
     // Content goes out up to where a call may start, once it is more than white space.
     const size_t h = tools_->hold_from(c.text, false);
     std::string part;
@@ -187,16 +222,18 @@ std::string CompletionFormat::stream_tool_event(const Event& e) {
       part = c.text.substr(c.sent, h - c.sent);
       c.sent = h;
     }
-    json lp = nullptr;
-    if (logprobs_ && e.token >= 0) {
-      lp = empty_logprobs();
-      append_logprob(lp, e);
-    }
     if (part.empty() && lp.is_null()) return {};
     return sse(chunk({{"content", part}}, std::move(lp), nullptr));
   }
   const Reply r = reply(c.text, e.finish_reason);
   std::string out;
+  if (calls_certain_) {
+    // What the last tokens completed; a reply cut short (the token limit) ends with its call unfinished.
+    for (json& d : call_deltas(c, c.text)) out += sse(chunk({{"tool_calls", json::array({std::move(d)})}}, nullptr, nullptr));
+    json end = chunk(json::object(), nullptr, r.tool_calls.is_null() ? e.finish_reason : r.finish);
+    if (r.tool_calls.is_null()) end["choices"][0]["tally_warning"] = "the reply ended inside a call: its arguments are incomplete";
+    return out + sse(end);
+  }
   if (r.content.is_string() && r.content.get_ref<const std::string&>().size() > c.sent)
     out += sse(chunk({{"content", r.content.get_ref<const std::string&>().substr(c.sent)}}, nullptr, nullptr));
   if (!r.tool_calls.is_null())

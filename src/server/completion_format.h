@@ -10,11 +10,16 @@
 // (server/tool_calls.h): streamed, the content goes out as it comes up to
 // where a call may start; the rest is held to the choice's end, then sent as
 // content and as each call's header (index, id, type, name) followed by its
-// arguments. A choice that ends on its own with calls finishes "tool_calls";
-// text that looked like a call but is not one comes with "tally_warning".
+// arguments. When a grammar makes the reply calls (`calls_certain`:
+// tool_choice "required" or a named function), nothing can turn out to be
+// content, so each call's header goes out once its name is written and its
+// arguments token by token, as the model writes them. A choice that ends on
+// its own with calls finishes "tool_calls"; text that looked like a call but
+// is not one comes with "tally_warning".
 // Invariant: the concatenated stream deltas of a choice equal the whole
-// answer's content (and its tool calls, ids aside), and its logprobs the
-// same entries in the same order.
+// answer's content (and its tool calls: ids aside, arguments as JSON values,
+// streamed as written and compacted whole), and its logprobs the same
+// entries in the same order.
 #include <cstdint>
 #include <optional>
 #include <nlohmann/json.hpp>
@@ -29,7 +34,8 @@ namespace tally::server {
 class CompletionFormat {
  public:
   CompletionFormat(bool chat, const Tokenizer& tok, std::string id, std::string model, bool logprobs, int n,
-                   bool include_usage, std::optional<ToolCallParser> tools = std::nullopt);
+                   bool include_usage, std::optional<ToolCallParser> tools = std::nullopt,
+                   bool calls_certain = false);
 
   // Whole answers: add every event, then the response object.
   void add(const Event& e);
@@ -48,6 +54,8 @@ class CompletionFormat {
     std::string text, finish;
     nlohmann::json logprobs;  // the endpoint's logprobs object, grown per token
     size_t sent = 0;          // streamed with tools: the bytes of text sent as content
+    // Streamed calls (calls_certain): each one's id and the bytes of its arguments sent.
+    std::vector<std::pair<std::string, size_t>> calls;
   };
   // A choice's end with tools: its content, calls, finish reason and warning.
   struct Reply {
@@ -56,6 +64,8 @@ class CompletionFormat {
     std::string finish, warning;
   };
   Reply reply(const std::string& text, const std::string& finish) const;
+  // calls_certain: the deltas that bring a choice's streamed calls up to `text`.
+  std::vector<nlohmann::json> call_deltas(Choice& c, const std::string& text) const;
   static nlohmann::json call_json(const ToolCall& c);
   nlohmann::json empty_logprobs() const;
   void append_logprob(nlohmann::json& lp, const Event& e) const;
@@ -69,6 +79,7 @@ class CompletionFormat {
   int64_t created_;
   std::vector<Choice> choices_;
   std::optional<ToolCallParser> tools_;
+  bool calls_certain_;
 };
 
 }  // namespace tally::server

@@ -333,6 +333,7 @@ std::vector<std::string> tool_definitions(const json& b, const ToolSupport& supp
     parallel = boolean(b, "parallel_tool_calls");
     if (!tools) bad_request("parallel_tool_calls", "'parallel_tool_calls' needs 'tools'");
   }
+  r.parallel_calls = parallel;
   if (parse_calls) {
     // A named choice: only that function's calls are calls.
     std::vector<std::string> callable = r.call_name.empty() ? names : std::vector<std::string>{r.call_name};

@@ -52,6 +52,7 @@ struct GenerationRequest {
   // tool_choice "required" or a named function: the reply must be a call.
   bool call_required = false;
   std::string call_name;  // the function a named tool_choice asks for ("" : any)
+  bool parallel_calls = true;  // parallel_tool_calls: a reply may hold several calls
   ResponseFormat format;
   // The grammar the reply must follow, compiled by the server for the
   // model's vocabulary: a required call (server/tool_calls.h

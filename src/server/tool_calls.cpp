@@ -133,7 +133,7 @@ std::string new_call_id() {
 }
 
 grammar::Constraint call_constraint(ToolFormat format, const nlohmann::ordered_json& tools,
-                                    const grammar::Vocabulary& vocab) {
+                                    const grammar::Vocabulary& vocab, bool parallel) {
   using ojson = nlohmann::ordered_json;
   const char* args_key = format == ToolFormat::Llama3 ? "parameters" : "arguments";
   ojson calls = ojson::array();
@@ -148,18 +148,22 @@ grammar::Constraint call_constraint(ToolFormat format, const nlohmann::ordered_j
   ojson call = calls.size() == 1 ? calls[0] : ojson{{"anyOf", calls}};
   std::vector<grammar::Part> parts;
   switch (format) {
-    case ToolFormat::Hermes:
+    case ToolFormat::Hermes:  // several: one tagged call after another
       parts = {grammar::Part::literal("<tool_call>\n"), grammar::Part::json_schema(call),
                grammar::Part::literal("\n</tool_call>")};
-      break;
+      return parallel ? grammar::Constraint::one_or_more(vocab, parts, "\n") : grammar::Constraint::sequence(vocab, parts);
     case ToolFormat::Mistral:  // [TOOL_CALLS] is a control token: the grammar writes the bare list
+      if (parallel)
+        return grammar::Constraint::json_schema(vocab, {{"type", "array"}, {"items", std::move(call)}, {"minItems", 1}});
       parts = {grammar::Part::literal("["), grammar::Part::json_schema(call), grammar::Part::literal("]")};
-      break;
-    case ToolFormat::Llama3:
-    case ToolFormat::Json:
+      return grammar::Constraint::sequence(vocab, parts);
+    case ToolFormat::Llama3:  // several: separated by ';'
       parts = {grammar::Part::json_schema(call)};
+      return parallel ? grammar::Constraint::one_or_more(vocab, parts, "; ") : grammar::Constraint::sequence(vocab, parts);
+    case ToolFormat::Json:  // the whole reply is one object: one call
       break;
   }
+  parts = {grammar::Part::json_schema(call)};
   return grammar::Constraint::sequence(vocab, parts);
 }
 
@@ -183,6 +187,69 @@ size_t ToolCallParser::hold_from(std::string_view reply, bool complete) const {
   if (rest[0] == open || rest.substr(0, marker.size()) == marker) return 0;
   if (!complete && format_ != ToolFormat::Json && is_prefix_of(rest, marker)) return 0;
   return reply.size();
+}
+
+std::vector<PartialCall> ToolCallParser::partial_calls(std::string_view s) const {
+  const std::string_view args_key = format_ == ToolFormat::Llama3 ? "parameters" : "arguments";
+  std::vector<PartialCall> out;
+  std::vector<char> open;     // the containers open at this point, '{' or '['
+  size_t call_level = 0;      // open.size() inside the current call object; 0: outside any
+  bool expect_key = false;    // in the call object: the next string is a key
+  std::string key;            // in the call object: the key whose value comes next
+  size_t args_from = std::string_view::npos;
+  bool in_string = false;
+  size_t string_from = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+        if (call_level != 0 && open.size() == call_level) {
+          const std::string_view text = s.substr(string_from - 1, i - string_from + 2);  // with its quotes
+          const json v = parse_json_guarded(text);
+          if (expect_key) {
+            key = v.is_string() ? v.get<std::string>() : std::string();
+            expect_key = false;
+          } else if (key == "name" && v.is_string()) {
+            out.back().name = v.get<std::string>();
+          }
+        }
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      string_from = i + 1;
+    } else if (c == '{' || c == '[') {
+      if (call_level != 0 && open.size() == call_level && key == args_key && args_from == std::string_view::npos)
+        args_from = i;
+      open.push_back(c);
+      if (open.size() > kMaxDepth) break;
+      const bool top = open.size() == 1 || (open.size() == 2 && open[0] == '[');
+      if (c == '{' && call_level == 0 && top) {
+        call_level = open.size();
+        expect_key = true;
+        key.clear();
+        args_from = std::string_view::npos;
+        out.emplace_back();
+      }
+    } else if (c == '}' || c == ']') {
+      if (open.empty()) continue;
+      open.pop_back();
+      if (call_level != 0 && open.size() == call_level && args_from != std::string_view::npos && !out.back().complete) {
+        out.back().arguments = std::string(s.substr(args_from, i + 1 - args_from));
+        out.back().complete = true;
+      }
+      if (open.size() < call_level) call_level = 0;
+    } else if (c == ',' && call_level != 0 && open.size() == call_level) {
+      expect_key = true;
+    }
+  }
+  if (call_level != 0 && args_from != std::string_view::npos && !out.back().complete)
+    out.back().arguments = std::string(s.substr(args_from));
+  return out;
 }
 
 bool ToolCallParser::take_call(const json& obj, const char* args_key, std::vector<ToolCall>& calls,

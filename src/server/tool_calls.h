@@ -57,6 +57,16 @@ struct ParsedReply {
   std::string warning;  // why some text that looked like a call is content ("" when none)
 };
 
+// A call as far as a reply has written it, for streaming the calls of a
+// reply that a grammar makes calls (call_constraint): its name once the
+// name's string is complete (else ""), and its arguments' text as the model
+// wrote it so far (the whole value once `complete`).
+struct PartialCall {
+  std::string name;
+  std::string arguments;
+  bool complete = false;
+};
+
 class ToolCallParser {
  public:
   // names: the declared tools' names; parallel: more than one call may be taken.
@@ -69,6 +79,11 @@ class ToolCallParser {
   size_t hold_from(std::string_view reply, bool complete) const;
   // The reply split, once it is complete.
   ParsedReply parse(std::string_view reply) const;
+  // The calls begun in `reply` so far, in order: objects at the top level
+  // of the text (or of its top-level list, Mistral's form) with a "name"
+  // and, as an object or list, the arguments ("parameters" for Llama 3).
+  // Text outside them is skipped; it does not check that the text is JSON.
+  std::vector<PartialCall> partial_calls(std::string_view reply) const;
 
  private:
   bool take_call(const nlohmann::json& obj, const char* args_key, std::vector<ToolCall>& calls,
@@ -85,13 +100,15 @@ class ToolCallParser {
 std::string new_call_id();
 
 // The grammar a reply must follow when it has to be a call (tool_choice
-// "required" or a named function): one call, in the template's form, to one
+// "required" or a named function): a call, in the template's form, to one
 // of `tools` (OpenAI tool definitions), its arguments valid against that
-// tool's parameters. Hermes: "<tool_call>\n" {"name", "arguments"}
-// "\n</tool_call>"; Llama 3: {"name", "parameters"}; Mistral: [{"name",
-// "arguments"}]; Json: {"name", "arguments"}. Throws tally::Error naming the
-// schema keyword the grammar cannot enforce.
+// tool's parameters; with `parallel`, one or more such calls where the form
+// can hold several. Hermes: "<tool_call>\n" {"name", "arguments"}
+// "\n</tool_call>" (several: one per line); Llama 3: {"name", "parameters"}
+// (several: separated by "; "); Mistral: [{"name", "arguments"}, ...]; Json:
+// {"name", "arguments"}, always one. Throws tally::Error naming the schema
+// keyword the grammar cannot enforce.
 grammar::Constraint call_constraint(ToolFormat format, const nlohmann::ordered_json& tools,
-                                    const grammar::Vocabulary& vocab);
+                                    const grammar::Vocabulary& vocab, bool parallel);
 
 }  // namespace tally::server

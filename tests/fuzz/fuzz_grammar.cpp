@@ -81,6 +81,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             tally::grammar::Part::json_schema(nlohmann::ordered_json::parse(R"({"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]})")),
             tally::grammar::Part::literal("\n")};
         exercise(tally::grammar::Constraint::sequence(v, parts), input, text);
+        // Several of them, the literal also the separator (parallel tool calls' shape).
+        exercise(tally::grammar::Constraint::one_or_more(v, parts, source), input, text);
         break;
       }
     }

@@ -66,10 +66,11 @@ def stream(srv, **kw):
                 if tc.index not in calls:
                     # A call's first delta carries its id, type and name.
                     assert tc.id and tc.id.startswith("call_") and tc.type == "function" and tc.function.name, tc
-                    calls[tc.index] = {"id": tc.id, "name": tc.function.name, "arguments": ""}
+                    calls[tc.index] = {"id": tc.id, "name": tc.function.name, "arguments": "", "fragments": 0}
                 else:
                     assert tc.id is None and not tc.function.name, tc
                 calls[tc.index]["arguments"] += tc.function.arguments or ""
+                calls[tc.index]["fragments"] += 1 if tc.function.arguments else 0
             if ch.finish_reason:
                 finish.append(ch.finish_reason)
                 if getattr(ch, "tally_warning", None):
@@ -144,7 +145,10 @@ def test_required_yields_a_call_whose_arguments_validate(qwen):
     # ... required, it must call one of the tools, with arguments valid against its parameters.
     for stream_it in (False, True):
         if stream_it:
-            _, calls, finish, warnings = stream(qwen, messages=hello, tools=[WEATHER, add], tool_choice="required")
+            content, calls, finish, warnings = stream(qwen, messages=hello, tools=[WEATHER, add],
+                                                      tool_choice="required")
+            # A required call streams as the model writes it: its arguments in several fragments.
+            assert content == "" and all(c["fragments"] > 1 for c in calls.values()), calls
             calls = [(c["name"], c["arguments"]) for c in calls.values()]
         else:
             ch = create(qwen, messages=hello, tools=[WEATHER, add], tool_choice="required").choices[0]

@@ -235,6 +235,47 @@ TEST(ToolCalls, Llama3AndMistralForms) {
   EXPECT_EQ(r.warning, "");
 }
 
+// A reply a grammar makes calls, streamed: at every prefix each call's name
+// is there only once whole, and its arguments are a prefix of what the whole
+// reply holds (as written), complete once the value closes.
+TEST(ToolCalls, PartialCallsGrowWithTheReply) {
+  struct Case {
+    ToolFormat format;
+    std::string reply;
+    std::vector<std::pair<std::string, std::string>> calls;  // name, arguments as written
+  };
+  const std::vector<Case> cases = {
+      {ToolFormat::Hermes,
+       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris {\\\"x\\\"}\", \"days\": [1, 2]}}\n</tool_call>\n"
+       "<tool_call>\n{\"name\": \"ping\", \"arguments\": {}}\n</tool_call>",
+       {{"get_weather", "{\"city\": \"Paris {\\\"x\\\"}\", \"days\": [1, 2]}"}, {"ping", "{}"}}},
+      {ToolFormat::Mistral, "[{\"name\": \"add\", \"arguments\": {\"a\": 1}}, {\"arguments\": {\"b\": {}}, \"name\": \"b\\u00e9\"}]",
+       {{"add", "{\"a\": 1}"}, {"b\u00e9", "{\"b\": {}}"}}},
+      {ToolFormat::Llama3, "{\"name\": \"add\", \"parameters\": {\"arguments\": {\"name\": 2}}}; {\"name\": \"x\", \"parameters\": {}}",
+       {{"add", "{\"arguments\": {\"name\": 2}}"}, {"x", "{}"}}},
+  };
+  for (const Case& c : cases) {
+    const ToolCallParser parser(c.format, {}, true);
+    for (size_t n = 0; n <= c.reply.size(); ++n) {
+      const std::vector<PartialCall> got = parser.partial_calls(std::string_view(c.reply).substr(0, n));
+      ASSERT_LE(got.size(), c.calls.size()) << c.reply.substr(0, n);
+      for (size_t k = 0; k < got.size(); ++k) {
+        const auto& [name, args] = c.calls[k];
+        EXPECT_TRUE(got[k].name.empty() || got[k].name == name) << c.reply.substr(0, n);
+        EXPECT_EQ(args.substr(0, got[k].arguments.size()), got[k].arguments) << c.reply.substr(0, n);
+        EXPECT_EQ(got[k].complete, got[k].arguments == args) << c.reply.substr(0, n);
+      }
+    }
+    const std::vector<PartialCall> whole = parser.partial_calls(c.reply);
+    ASSERT_EQ(whole.size(), c.calls.size()) << c.reply;
+    for (size_t k = 0; k < whole.size(); ++k) {
+      EXPECT_EQ(whole[k].name, c.calls[k].first);
+      EXPECT_EQ(whole[k].arguments, c.calls[k].second);
+      EXPECT_TRUE(whole[k].complete);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tally::server
 
@@ -257,7 +298,7 @@ TEST(ToolCalls, RequiredCallGrammar) {
       "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"], "additionalProperties": false}}},
     {"type": "function", "function": {"name": "ping"}}])");
   const grammar::Vocabulary v = byte_vocab();
-  const grammar::Constraint hermes = call_constraint(ToolFormat::Hermes, tools, v);
+  const grammar::Constraint hermes = call_constraint(ToolFormat::Hermes, tools, v, false);
   const std::string good = "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}\n</tool_call>";
   EXPECT_TRUE(hermes.matches(good));
   EXPECT_TRUE(hermes.matches("<tool_call>\n{\"name\": \"ping\", \"arguments\": {}}\n</tool_call>"));
@@ -269,17 +310,42 @@ TEST(ToolCalls, RequiredCallGrammar) {
   ASSERT_EQ(p.calls.size(), 1u);
   EXPECT_EQ(p.calls[0].arguments, R"({"a":1,"b":2})");
 
-  const grammar::Constraint llama = call_constraint(ToolFormat::Llama3, tools, v);
+  const grammar::Constraint llama = call_constraint(ToolFormat::Llama3, tools, v, false);
   EXPECT_TRUE(llama.matches("{\"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}}"));
   EXPECT_FALSE(llama.matches("{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}"));
-  const grammar::Constraint mistral = call_constraint(ToolFormat::Mistral, tools, v);
+  const grammar::Constraint mistral = call_constraint(ToolFormat::Mistral, tools, v, false);
   EXPECT_TRUE(mistral.matches("[{\"name\": \"ping\", \"arguments\": {}}]"));
+  // Without parallel calls a reply holds one call; with them, one or more (none is not a reply).
+  const std::string ping = "<tool_call>\n{\"name\": \"ping\", \"arguments\": {}}\n</tool_call>";
+  EXPECT_FALSE(hermes.matches(good + "\n" + ping));
+  const grammar::Constraint hermes_n = call_constraint(ToolFormat::Hermes, tools, v, true);
+  EXPECT_TRUE(hermes_n.matches(good));
+  EXPECT_TRUE(hermes_n.matches(good + "\n" + ping + "\n" + good));
+  EXPECT_FALSE(hermes_n.matches(good + "\n"));
+  EXPECT_FALSE(hermes_n.matches(good + "\n" + ping.substr(0, 20)));
+  EXPECT_FALSE(hermes_n.matches(""));
+  const ParsedReply two = ToolCallParser(ToolFormat::Hermes, {"add", "ping"}, true).parse(good + "\n" + ping);
+  ASSERT_EQ(two.calls.size(), 2u);
+  EXPECT_EQ(two.calls[1].name, "ping");
+  const std::string add_l = "{\"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}}";
+  const std::string ping_l = "{\"name\": \"ping\", \"parameters\": {}}";
+  EXPECT_FALSE(llama.matches(add_l + "; " + ping_l));
+  const grammar::Constraint llama_n = call_constraint(ToolFormat::Llama3, tools, v, true);
+  EXPECT_TRUE(llama_n.matches(add_l + "; " + ping_l));
+  EXPECT_EQ(ToolCallParser(ToolFormat::Llama3, {"add", "ping"}, true).parse(add_l + "; " + ping_l).calls.size(), 2u);
+  const std::string ping_m = "{\"name\": \"ping\", \"arguments\": {}}";
+  EXPECT_FALSE(mistral.matches("[" + ping_m + ", " + ping_m + "]"));
+  const grammar::Constraint mistral_n = call_constraint(ToolFormat::Mistral, tools, v, true);
+  EXPECT_TRUE(mistral_n.matches("[" + ping_m + ", " + ping_m + "]"));
+  EXPECT_FALSE(mistral_n.matches("[]"));
+  // The whole-reply JSON form holds one call, parallel or not.
+  EXPECT_FALSE(call_constraint(ToolFormat::Json, tools, v, true).matches(ping_m + ping_m));
   // Parameters the grammar cannot enforce are refused, naming the keyword.
   const auto odd = nlohmann::ordered_json::parse(
       R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
            "patternProperties": {"^x": {"type": "string"}}}}}])");
   try {
-    call_constraint(ToolFormat::Hermes, odd, v);
+    call_constraint(ToolFormat::Hermes, odd, v, true);
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("patternProperties"), std::string::npos) << e.what();
