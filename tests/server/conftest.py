@@ -72,12 +72,13 @@ def find_program(name: str, *extra_dirs: str) -> str | None:
 
 
 class TallyServer:
-    """One `tally serve` process on 127.0.0.1 with a port of the kernel's choosing."""
+    """One `tally serve` process on 127.0.0.1 with a port of the kernel's choosing (or the args' --port)."""
 
     def __init__(self, *args: str):
         need(default_model().exists(), f"smollm2:135m is not installed at {default_model()} (tally pull smollm2:135m)")
         model = [] if "-m" in args or "--model" in args else ["-m", str(default_model())]
-        self.args = ["serve", "--host", "127.0.0.1", "--port", "0", *model, *args]
+        port = [] if "--port" in args else ["--port", "0"]  # a test may name one (a restart on the same origin)
+        self.args = ["serve", "--host", "127.0.0.1", *port, *model, *args]
         self.lines: list[str] = []
         self._cond = threading.Condition()
         self.proc = subprocess.Popen([tally_bin(), *self.args], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

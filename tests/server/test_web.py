@@ -4,7 +4,9 @@ download one). Replies come from the real model, greedy where a test compares
 text: a reply streams in and equals the API's answer; Markdown renders, a code
 block is highlighted and copied; markup in a reply stays text and runs
 nothing; the view follows a stream until the user scrolls up; conversations
-survive a reload and are switched, renamed and deleted; the settings reach
+survive a reload and are switched, renamed and deleted; a conversation
+reopened after a restart of a server with --cache-dir reports the tokens it
+took from the disk cache; the settings reach
 the request; tool calls (qwen2.5-coder:0.5b with a tools setting) show as
 blocks with the function's name and arguments, and the JSON schema setting is
 sent as response_format or, when it is not JSON, named beside the field and
@@ -346,6 +348,36 @@ def test_conversations_survive_a_reload_and_are_switched_renamed_and_deleted(ser
     d.find_element(*by(f"#conv-list li[data-id='{cur_a}'] .delete")).click()
     d.find_element(*by(f"#conv-list li[data-id='{cur_a}'] .delete")).click()
     assert titles() == [] and stored(d)[1] == {} and d.find_element(*by("#empty")).is_displayed()
+
+
+def test_a_conversation_reopened_after_a_restart_reports_its_tokens_from_disk(start_server, browser, tmp_path):
+    folder = tmp_path / "kv"
+    first = start_server("--cache-dir", str(folder), "--parallel", "1", "-c", "2048")
+    port = first.port
+    d = browser
+    open_page(d, first.url)
+    set_settings(d, temperature=0, max_tokens=24)
+    question = "Name three colours of the rainbow."
+    send(d, question)
+    assert first.stop() == 0, first.log()[-2000:]
+    assert list(folder.rglob("*.kvb")), "no block was written to the disk tier"
+
+    # The same origin (so the same localStorage), a new process: the RAM cache is empty.
+    second = start_server("--cache-dir", str(folder), "--parallel", "1", "-c", "2048", "--port", str(port))
+    d.refresh()
+    open_page(d, second.url)
+    d.find_element(*by("#new-chat")).click()
+    assert d.find_element(*by("#empty")).is_displayed()
+    [o for o in d.find_elements(*by("#conv-list li .open")) if o.text == question][0].click()  # reopened from the list
+    assert len(d.find_elements(*by("#log .msg"))) == 2
+    reply = send(d, "Which one is warmest?")
+    stats = reply.find_element(*by(".stats")).text
+    m = re.search(r"(\d+) cached \((\d+) from disk\)", stats)
+    assert m and int(m.group(1)) > 0 and int(m.group(2)) == int(m.group(1)), stats
+    status, _, metrics = second.get("/metrics")
+    assert status == 200
+    hits = re.search(r"^tally_kv_disk_hits_total (\d+)", metrics.decode(), re.M)
+    assert hits and int(hits.group(1)) > 0, metrics
 
 
 def test_the_settings_reach_the_request(server, browser):
