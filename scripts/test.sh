@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds and runs every test: (1) the unit tests under ASan+UBSan, (2) every
-# libFuzzer target (scripts/fuzz.sh lists them) for TALLY_FUZZ_SECONDS each (default 15: about three
+# libFuzzer target (scripts/fuzz.sh lists them) for TALLY_FUZZ_SECONDS each (default 10: under three
 # minutes in all; the long campaigns are docs/reliability.md's), (3) the full CTest suite of the warnings-as-errors release build, which
 # needs the catalog models pulled here (smollm2:135m, the tests' model; gemma3:270m;
 # qwen2.5-coder:0.5b, and the default qwen2.5-coder:1.5b that scripts/setup.sh pulled) and, for
@@ -34,7 +34,7 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   build/asan/tests/tally_tests --gtest_brief=1 --gtest_filter="${TALLY_ASAN_FILTER:--*Model*:*Generation*:*Perplexity*}"
 
 echo "== fuzzing (at ${SECONDS}s)"
-scripts/fuzz.sh "${TALLY_FUZZ_SECONDS:-15}"
+scripts/fuzz.sh "${TALLY_FUZZ_SECONDS:-10}"
 
 echo "== release build, full test suite (at ${SECONDS}s)"
 scripts/setup_test_env.sh
