@@ -5,6 +5,11 @@
 
 namespace tally {
 
+// The largest size (layers, heads, rows, ...) a model file or config may
+// state. Any real model is far below this; larger sizes are a typo or a
+// corrupt file, and refusing them keeps every later product inside 64 bits.
+inline constexpr int64_t kMaxModelDim = int64_t{1} << 31;
+
 inline std::optional<uint64_t> checked_mul(uint64_t a, uint64_t b) {
   uint64_t r;
   if (__builtin_mul_overflow(a, b, &r)) return std::nullopt;

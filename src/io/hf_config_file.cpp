@@ -1,13 +1,12 @@
 #include "io/hf_config_file.h"
 
+#include "core/checked_math.h"
 #include "core/error.h"
 
 namespace tally {
 namespace {
 
 using nlohmann::json;
-
-constexpr uint64_t kMaxConfigDim = uint64_t{1} << 31;
 
 // The section a config describes the decoder in: its text_config when it has
 // one (a multimodal model's), else the top level.
@@ -33,7 +32,7 @@ HfConfig::HfConfig(const std::string& text, const std::string& source)
       sec_(text_section(doc_, source)) {}
 
 std::optional<int64_t> HfConfig::get_int(const char* key) const {
-  const auto v = sec_.count(key, kMaxConfigDim);
+  const auto v = sec_.count(key, static_cast<uint64_t>(kMaxModelDim));
   return v ? std::optional<int64_t>(static_cast<int64_t>(*v)) : std::nullopt;
 }
 

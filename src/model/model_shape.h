@@ -11,15 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "core/checked_math.h"  // kMaxModelDim
 #include "kv/kv_shape.h"
 
 namespace tally {
 
 class GgufFile;
-
-// Any real model is far below this; larger sizes are a typo or a corrupt
-// file, and refusing them keeps every later product inside 64 bits.
-inline constexpr int64_t kMaxModelDim = int64_t{1} << 31;
 
 struct ModelShape {
   std::string source;  // the file read, or "flags"

@@ -223,7 +223,7 @@ ResponseFormat response_format(const json& b) {
   if (!schema) bad_request("response_format.json_schema.schema", "'response_format.json_schema.schema' is required");
   // Checked here for the 400; compiled by the server for the model's vocabulary.
   try {
-    grammar::check_schema(nlohmann::ordered_json(*schema));
+    grammar::check_schema(*schema);
   } catch (const Error& e) {
     bad_request("response_format.json_schema.schema", "'response_format.json_schema.schema': {}", e.what());
   }
@@ -465,7 +465,6 @@ GenerationRequest parse_completion_request(const json& b, const Tokenizer& tok) 
   }
   return r;
 }
-
 
 EmbeddingRequest parse_embedding_request(const json& b, const Tokenizer& tok, int64_t n_embd) {
   refuse_unknown_fields(b, kEmbeddingFields);
