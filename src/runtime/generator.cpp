@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <limits>
+#include <optional>
 
 #include "core/error.h"
 
@@ -12,15 +13,24 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The decode loop with prompt-lookup drafts: each step evaluates the token
-// chosen last and up to k guesses after it in one pass (k + 1 rows of
-// logits), keeps the guesses the generation step takes, and rolls the cache
-// back over the others.
+// The decode loop with drafts (prompt lookup, or a draft model): each step
+// evaluates the token chosen last and up to k guesses after it in one pass
+// (k + 1 rows of logits), keeps the guesses the generation step takes, and
+// rolls the cache back over the others. A step's time counts the draft's.
 template <class Emit>
 void speculate(Session& s, Generation& gen, const GenerateOptions& o, std::span<const float> logits,
-               std::vector<int32_t>& history, GenerateResult& r, Emit&& emit) {
+               std::vector<int32_t>& history, GenerateResult& r, DraftModel* draft, Emit&& emit) {
   const PromptLookup lookup;
-  DraftLength length(o.draft_max);
+  // Until timed, a draft model's token is guessed to cost what its weights
+  // weigh against the target's, and to be kept three times in four (a draft
+  // of the target's family agrees often; the counts correct a wrong prior in
+  // a few steps).
+  DraftLength length = draft == nullptr
+                           ? DraftLength(o.draft_max)
+                           : DraftLength(o.draft_max,
+                                         0.1 + static_cast<double>(o.draft->model().weight_bytes()) /
+                                                   static_cast<double>(s.model().weight_bytes()),
+                                         0.75);
   const int64_t V = s.model().config().n_vocab;
   auto take = [&](const std::optional<Emission>& e) {
     if (!e) return;
@@ -35,16 +45,28 @@ void speculate(Session& s, Generation& gen, const GenerateOptions& o, std::span<
     if (gen.finished()) break;
     const int64_t base = s.length();  // the cache holds history but its last token
     const int64_t fit = s.n_ctx() - base - 1;  // guesses that fit after it
-    const int64_t k = std::min(length.next(), fit);
+    const int64_t k = std::min(o.fixed_draft ? o.draft_max : length.next(), fit);
     batch.assign(1, gen.next());
-    if (k > 0) {
-      const std::vector<int32_t> guesses = lookup.propose(history, k);
-      batch.insert(batch.end(), guesses.begin(), guesses.end());
+    double catch_up = 0;  // seconds
+    if (k > 0 && draft != nullptr) {
+      // After steps without guesses the draft evaluates the tokens it missed
+      // at once: a cost of the pause, not of this step's guesses. It counts
+      // as the two positions a draft evaluates after a step with guesses.
+      const auto tf = std::chrono::steady_clock::now();
+      const int64_t n = draft->follow(history);
+      catch_up = ms_since(tf) / 1000 * (n > 2 ? 2.0 / static_cast<double>(n) : 1.0);
     }
-    const float* rows = nullptr;
     const auto t0 = std::chrono::steady_clock::now();
+    std::vector<Guess> drafted;
+    if (k > 0 && draft != nullptr) {
+      drafted = draft->propose(history, k);
+    } else if (k > 0) {
+      for (int32_t t : lookup.propose(history, k)) drafted.push_back(Guess{t, {}});
+    }
+    for (const Guess& g : drafted) batch.push_back(g.token);
+    const float* rows = nullptr;
     logits = s.append(batch, [&](int64_t, const float* l, int64_t) { rows = l; });
-    const double seconds = ms_since(t0) / 1000;
+    const double seconds = ms_since(t0) / 1000 + catch_up;
     ++r.decode_steps;
     const int64_t guesses = static_cast<int64_t>(batch.size()) - 1;
     int64_t kept = 0;
@@ -52,8 +74,7 @@ void speculate(Session& s, Generation& gen, const GenerateOptions& o, std::span<
       const std::span<const float> row(rows + j * V, static_cast<size_t>(V));
       const int64_t room = s.n_ctx() - (base + j + 1);
       const bool guessed = j < guesses;
-      take(guessed ? gen.step(row, history, room, Guess{batch[static_cast<size_t>(j + 1)], {}})
-                   : gen.step(row, history, room));
+      take(guessed ? gen.step(row, history, room, drafted[static_cast<size_t>(j)]) : gen.step(row, history, room));
       if (!guessed || !gen.took_guess()) break;
       ++kept;  // the guess is in the cache already
       if (gen.finished()) break;
@@ -67,6 +88,7 @@ void speculate(Session& s, Generation& gen, const GenerateOptions& o, std::span<
       s.truncate(keep);
     }
   }
+  if (draft != nullptr) r.draft_rolled_back = draft->rolled_back();
 }
 }  // namespace
 
@@ -83,6 +105,10 @@ GenerateResult generate(Session& s, std::span<const int32_t> prompt, const Gener
   if (o.draft_max > 0 && s.engine().logit_rows() < o.draft_max + 1)
     fail("a draft of {} tokens needs {} rows of logits per step; this session keeps {} (SessionOptions::logit_rows)",
          o.draft_max, o.draft_max + 1, s.engine().logit_rows());
+  if (o.draft != nullptr && o.draft_max == 0) fail("a draft model guesses for speculative decoding: set draft_max");
+  if (o.draft != nullptr && o.draft->n_ctx() < s.n_ctx())
+    fail("the draft model's context ({}) is shorter than the target's ({}): it must hold every token the target does",
+         o.draft->n_ctx(), s.n_ctx());
   GenerateResult r;
   if (o.sinks >= 0 && s.length() + static_cast<int64_t>(prompt.size()) > s.n_ctx())
     r.slid += s.slide(static_cast<int64_t>(prompt.size()), o.sinks);
@@ -106,11 +132,16 @@ GenerateResult generate(Session& s, std::span<const int32_t> prompt, const Gener
 
   std::span<const float> logits = s.append(prompt);
   history.insert(history.end(), prompt.begin(), prompt.end());
+  std::optional<DraftModel> draft;
+  if (o.draft != nullptr) {
+    draft.emplace(*o.draft, o.sampling);
+    draft->follow(history);  // the draft's prefill, beside the target's
+  }
   r.prefill_ms = ms_since(t0);
 
   t0 = std::chrono::steady_clock::now();
   if (o.draft_max > 0) {
-    speculate(s, gen, o, logits, history, r, emit);
+    speculate(s, gen, o, logits, history, r, draft ? &*draft : nullptr, emit);
   } else {
     for (;;) {
       // A sliding window always has room: it drops old positions instead.

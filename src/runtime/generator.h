@@ -28,6 +28,11 @@ struct GenerateOptions : GenerationParams {
   // rows of logits: EngineOptions::logit_rows). Greedy output is unchanged;
   // sampled output keeps its distribution.
   int64_t draft_max = 0;
+  bool fixed_draft = false;  // true: always draft_max guesses, where they fit (a sweep over k); false: adaptive
+  // With draft_max > 0: the guesses come from this draft model's session
+  // (DraftModel; its vocabulary checked by check_draft_vocabulary) instead of
+  // prompt lookup. Not owned; its cache follows this generation's tokens.
+  Session* draft = nullptr;
   // Set (by another thread or a signal handler): the generation finishes as
   // Cancelled after the token it is making, which is kept.
   const std::atomic<bool>* cancel = nullptr;
@@ -44,8 +49,9 @@ struct GenerateResult {
   // Prompt positions taken from the prefix cache's disk tier (a first prompt
   // of a session with one), of them loaded from disk.
   int64_t cached_tokens = 0, disk_tokens = 0;
-  // Speculation: guesses verified, and kept; positions written then rolled back.
-  int64_t drafted = 0, accepted = 0, rolled_back = 0;
+  // Speculation: guesses verified, and kept; positions written then rolled
+  // back, in the target's cache and in the draft model's.
+  int64_t drafted = 0, accepted = 0, rolled_back = 0, draft_rolled_back = 0;
 
   // Tokens chosen from the decode steps' logits (the first comes from the
   // prefill's; an end token counts): decode_steps without speculation, more

@@ -4,13 +4,15 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/printable.h"
 
 namespace tally {
 
 namespace {
 constexpr double kDecay = 0.9;            // of the counts, per step: the recent steps count most
-constexpr double kTimeWeight = 0.2;       // of the newest step in the time averages
-constexpr double kPriorCostPerGuess = 0.1;  // a guess's cost in one-token steps, until measured
+constexpr double kTimeWeight = 0.2;       // of the newest plain step in t0's average
+constexpr double kTimeDecay = 0.95;       // of the timed steps with guesses, per step
+constexpr double kMinSpread = 0.25;       // variance of their k under which no line is fitted
 constexpr int64_t kProbeEvery = 16;       // steps between probes while speculation does not pay
 }  // namespace
 
@@ -33,19 +35,109 @@ std::vector<int32_t> PromptLookup::propose(std::span<const int32_t> history, int
   return {};
 }
 
-DraftLength::DraftLength(int64_t k_max) : k_max_(k_max) {
+DraftModel::DraftModel(Session& session, const SamplerParams& target) : s_(session), sampler_([&] {
+  SamplerParams p = target;
+  p.seed = target.seed ^ 0x9e3779b97f4a7c15ULL;  // its own stream: the target's draws stay as they are
+  return p;
+}()) {}
+
+int64_t DraftModel::follow(std::span<const int32_t> history) {
+  if (history.empty()) fail("the draft model follows an empty history");
+  const std::vector<int32_t>& have = s_.tokens();
+  const auto n = static_cast<int64_t>(history.size());
+  int64_t same = std::mismatch(have.begin(), have.end(), history.begin(), history.end()).first - have.begin();
+  if (same == n && static_cast<int64_t>(have.size()) == n && !logits_.empty()) return 0;
+  same = std::min(same, n - 1);  // the last token is evaluated again when nothing after it is: its logits are needed
+  if (s_.length() > same) {
+    rolled_back_ += s_.length() - same;
+    s_.truncate(same);
+  }
+  const auto l = s_.append(history.subspan(static_cast<size_t>(same)));
+  logits_.assign(l.begin(), l.end());
+  return n - same;
+}
+
+std::vector<Guess> DraftModel::propose(std::span<const int32_t> history, int64_t k) {
+  std::vector<Guess> out;
+  if (k < 1) return out;
+  follow(history);
+  std::vector<int32_t> seen(history.begin(), history.end());
+  for (int64_t i = 0; i < k && s_.length() < s_.n_ctx(); ++i) {
+    const std::span<const Sampler::Candidate> dist = sampler_.distribution(logits_, seen, static_cast<size_t>(i));
+    Guess g;
+    if (sampler_.greedy()) {
+      g.token = dist.front().id;
+    } else {
+      g.token = sampler_.draw(dist);
+      double total = 0;
+      for (const Sampler::Candidate& c : dist) total += c.p;
+      g.q.reserve(dist.size());
+      for (const Sampler::Candidate& c : dist) g.q.emplace_back(c.id, static_cast<float>(c.p / total));
+    }
+    seen.push_back(g.token);
+    out.push_back(std::move(g));
+    if (i + 1 < k) {
+      const auto l = s_.append(std::span<const int32_t>(&seen.back(), 1));
+      logits_.assign(l.begin(), l.end());
+    } else {
+      logits_.clear();  // the last guess is not evaluated: the next follow() evaluates what was kept
+    }
+  }
+  return out;
+}
+
+void check_draft_vocabulary(const Tokenizer& target, int64_t target_logits, const Tokenizer& draft,
+                            int64_t draft_logits) {
+  if (draft_logits != target_logits)
+    fail("the draft model has {} rows of logits, the target {}: a draft must share the target's vocabulary",
+         draft_logits, target_logits);
+  if (draft.n_vocab() != target.n_vocab())
+    fail("the draft model's tokenizer has {} tokens, the target's {}: a draft must share the target's vocabulary",
+         draft.n_vocab(), target.n_vocab());
+  for (int32_t id = 0; id < target.n_vocab(); ++id)
+    if (draft.token_text(id) != target.token_text(id) || draft.is_control(id) != target.is_control(id))
+      fail("token {} is '{}' in the draft model's vocabulary and '{}' in the target's: a draft must share the "
+           "target's vocabulary",
+           id, excerpt(draft.token_text(id)), excerpt(target.token_text(id)));
+}
+
+DraftLength::DraftLength(int64_t k_max, double prior_cost, double prior_kept)
+    : k_max_(k_max), prior_cost_(prior_cost), kept_(2 * prior_kept) {
   if (k_max < 1) fail("a draft of at least 1 token is needed, got {}", k_max);
+  if (!(prior_cost > 0)) fail("a guess's prior cost must be > 0, got {}", prior_cost);
+  if (!(prior_kept > 0 && prior_kept < 1)) fail("a guess's prior chance to be kept must be in (0, 1), got {}", prior_kept);
 }
 
 double DraftLength::gain(int64_t k) const {
   const double r = acceptance();
-  const double cost = t0_ > 0 && per_guess_ > 0 ? per_guess_ / t0_ : kPriorCostPerGuess;
+  // A step with k guesses costs a + b k one-token steps: the line fitted to
+  // the timed steps with guesses when their k varied; through t0 when k was
+  // one value; the prior until timed.
+  double a = 1, b = prior_cost_;
+  if (t0_ > 0 && w_ > 0) {
+    const double mk = sk_ / w_, mt = st_ / w_, var = skk_ / w_ - mk * mk;
+    if (var > kMinSpread) {
+      b = (skt_ / w_ - mk * mt) / var;
+      a = mt - b * mk;
+    } else {
+      b = (mt - t0_) / mk;
+      a = t0_;
+    }
+    a /= t0_;
+    b /= t0_;
+    a = std::max(a, 1.0);  // noise: a step with guesses costs a plain one at least
+    b = std::max(b, 0.0);
+  }
   double tokens = 0, p = 1;
   for (int64_t i = 0; i <= k; ++i, p *= r) tokens += p;
-  return tokens / (1 + cost * static_cast<double>(k));
+  return tokens / (a + b * static_cast<double>(k));
 }
 
 int64_t DraftLength::next() {
+  if (!timed_first_ && t0_ == 0) {  // a first step without guesses times a one-token step, what a guess's cost is measured against
+    timed_first_ = true;
+    return 0;
+  }
   int64_t best = 0;
   double best_gain = 1;
   for (int64_t k = 1; k <= k_max_; ++k)
@@ -60,12 +152,14 @@ int64_t DraftLength::next() {
 }
 
 void DraftLength::record(int64_t proposed, int64_t accepted, double seconds) {
-  if (seconds > 0) {
-    auto average = [&](double& avg, double x) { avg = avg > 0 ? (1 - kTimeWeight) * avg + kTimeWeight * x : x; };
-    if (proposed == 0)
-      average(t0_, seconds);
-    else if (t0_ > 0)
-      average(per_guess_, std::max(0.0, seconds - t0_) / static_cast<double>(proposed));
+  if (seconds > 0 && proposed == 0) t0_ = t0_ > 0 ? (1 - kTimeWeight) * t0_ + kTimeWeight * seconds : seconds;
+  if (seconds > 0 && proposed > 0) {
+    const double k = static_cast<double>(proposed);
+    w_ = kTimeDecay * w_ + 1;
+    sk_ = kTimeDecay * sk_ + k;
+    skk_ = kTimeDecay * skk_ + k * k;
+    st_ = kTimeDecay * st_ + seconds;
+    skt_ = kTimeDecay * skt_ + k * seconds;
   }
   if (proposed < 1) return;
   // Guesses are verified in order until one is rejected: accepted kept, and

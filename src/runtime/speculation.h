@@ -10,14 +10,23 @@
 // for: the k that maximizes the tokens a step is expected to make over what
 // the step costs. With a guess kept with probability r (each in turn, until
 // one is rejected), a step with k guesses makes 1 + r + ... + r^k tokens; it
-// costs t0 + s k, t0 a step of one token, s each guess more (both measured,
-// as exponential averages of the steps' times). k = 0 when no k beats one
+// costs a + b k: a line fitted to the times of recent steps with guesses
+// (decayed least squares; a > t0, a step of one token, where speculating has
+// a cost of its own, as a draft model catching up does), measured against t0
+// (the first step has no guesses, to time it). k = 0 when no k beats one
 // token per t0, with a probe now and then to learn whether guesses got better.
+// DraftModel guesses with a smaller model of the same vocabulary, in a
+// session of its own.
 // Invariants: a proposal is never longer than asked; DraftLength::next() is
-// in [0, k_max].
+// in [0, k_max]; a DraftModel's cache holds a prefix of the history it was
+// last given followed by its own guesses, nothing else.
 #include <cstdint>
 #include <span>
 #include <vector>
+
+#include "runtime/generation.h"
+#include "runtime/session.h"
+#include "sampler/sampler.h"
 
 namespace tally {
 
@@ -32,9 +41,41 @@ class PromptLookup {
   int ngram_min_, ngram_max_;
 };
 
+// A draft model: its cache follows the target's history (rolled back to what
+// they share, so rejected guesses leave it, then the rest evaluated), and it
+// decodes k tokens one at a time. With a greedy target it guesses its argmax
+// (q: a point mass); otherwise it draws from its own distribution under the
+// target's sampling parameters and hands that distribution on as q, which the
+// accept rule needs to keep the output distributed as the target's.
+class DraftModel {
+ public:
+  // session: the draft's own (one sequence, one row of logits); not owned.
+  DraftModel(Session& session, const SamplerParams& target);
+  // Brings the cache to history and keeps the logits after it; returns the
+  // positions it evaluated.
+  int64_t follow(std::span<const int32_t> history);
+  std::vector<Guess> propose(std::span<const int32_t> history, int64_t k);
+  // Positions the draft wrote and then gave back (its rejected guesses).
+  int64_t rolled_back() const { return rolled_back_; }
+
+ private:
+  Session& s_;
+  Sampler sampler_;
+  std::vector<float> logits_;  // after the cache's last position
+  int64_t rolled_back_ = 0;
+};
+
+// Refuses (tally::Error, naming what differs) a draft whose tokens are not
+// the target's: the same ids must mean the same text, and both models must
+// have as many rows of logits.
+void check_draft_vocabulary(const Tokenizer& target, int64_t target_logits, const Tokenizer& draft,
+                            int64_t draft_logits);
+
 class DraftLength {
  public:
-  explicit DraftLength(int64_t k_max);
+  // prior_cost: a guess's cost in one-token steps until the steps are timed;
+  // prior_kept: the chance a guess is kept, before any was verified.
+  explicit DraftLength(int64_t k_max, double prior_cost = 0.1, double prior_kept = 0.5);
   // Guesses to ask for at the next step (0: decode without speculating).
   int64_t next();
   // How the last step went: guesses verified, kept, and the step's time
@@ -46,9 +87,13 @@ class DraftLength {
 
  private:
   int64_t k_max_;
-  double kept_ = 1, tried_ = 2;  // decayed counts of guesses kept and verified (a prior of 1 in 2)
-  double t0_ = 0, per_guess_ = 0;  // seconds of a one-token step, and of each guess more (0: not measured)
+  double prior_cost_;
+  double kept_, tried_ = 2;  // decayed counts of guesses kept and verified (a prior of two guesses)
+  double t0_ = 0;  // seconds of a one-token step (0: not measured)
+  // Decayed sums over the timed steps with guesses (weight, k, k^2, seconds, k x seconds).
+  double w_ = 0, sk_ = 0, skk_ = 0, st_ = 0, skt_ = 0;
   int64_t idle_ = 0;               // steps without speculation since the last probe
+  bool timed_first_ = false;
 };
 
 }  // namespace tally

@@ -225,10 +225,58 @@ for f in sys.argv[2:]:
     drafted += s["drafted"]; accepted += s["accepted"]
 assert 0 < accepted < drafted, (accepted, drafted)
 ' "$tmp/spec_off.json" "$tmp/spec_1.json" "$tmp/spec_3.json" "$tmp/spec_8.json"; then passes=$((passes + 1)); else echo "FAIL run --speculate lookup: greedy tokens differ or no guess kept"; failures=$((failures + 1)); fi
-  expect_usage "--draft-max without --speculate" "tally run" "--draft-max sets the guesses of --speculate lookup" "$tally" run -m "$model" -p hi --draft-max 4
+  expect_usage "--draft-max without --speculate" "tally run" "--draft-max sets the guesses of --speculate lookup\\|draft" "$tally" run -m "$model" -p hi --draft-max 4
   expect_usage "--speculate with --beam" "tally run" "--speculate rolls back one sequence's cache: not with --beam" "$tally" run -m "$model" -p hi --speculate lookup --beam 2
   expect_usage "--draft-max 0" "tally run" "--draft-max: 0 is out of range \\(1 to 64\\)" "$tally" run -m "$model" -p hi --speculate lookup --draft-max 0
-  expect_usage "--speculate with an unknown source" "tally run" "--speculate" "$tally" run -m "$model" -p hi --speculate draft
+  expect_usage "--speculate with an unknown source" "tally run" "--speculate: .*not in \\{" "$tally" run -m "$model" -p hi --speculate guess
+  expect_usage "--speculate draft without --draft" "tally run" "--speculate draft needs the draft model: give --draft" "$tally" run -m "$model" -p hi --speculate draft
+  expect_usage "--draft with --speculate lookup" "tally run" "--draft x is a draft model for --speculate draft, not --speculate lookup" "$tally" run -m "$model" -p hi --speculate lookup --draft x
+  expect_usage "--draft with --beam" "tally run" "--speculate rolls back one sequence's cache: not with --beam" "$tally" run -m "$model" -p hi --draft "$model" --beam 2
+  expect_error "--draft that names no model" "^tally: error: --draft no-such-draft: .*no such file, catalog model" "$tally" run -m "$model" -p hi --draft no-such-draft
+  # chat: two turns, greedy, with prompt lookup and with a draft model (the model itself: the same vocabulary)
+  # give the replies they give without; the per-turn line says how many guesses were kept.
+  printf 'Repeat this list: apples, pears, plums, figs.\nNow repeat it again, in reverse order.\n' >"$tmp/chat_in"
+  "$tally" chat -m "$model" --temp 0 -n 60 <"$tmp/chat_in" >"$tmp/chat_off" 2>/dev/null
+  for spec in "--speculate lookup" "--draft $model"; do
+    # shellcheck disable=SC2086
+    "$tally" chat -m "$model" --temp 0 -n 60 $spec <"$tmp/chat_in" >"$tmp/chat_spec" 2>"$tmp/chat_spec_err"
+    if [ -s "$tmp/chat_off" ] && cmp -s "$tmp/chat_off" "$tmp/chat_spec" &&
+        [ "$(grep -cE 'generated, [0-9.]+ tok/s; [0-9]+ of [0-9]+ guesses kept\]' "$tmp/chat_spec_err")" -ge 1 ]; then
+      passes=$((passes + 1))
+    else
+      echo "FAIL chat $spec: replies differ from greedy without, or no guesses reported: $(head -c 300 "$tmp/chat_spec_err")"
+      failures=$((failures + 1))
+    fi
+  done
+  qwen05="$home/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf" qwen15="$home/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+  if [ -f "$qwen05" ] && [ -f "$qwen15" ]; then
+    expect_error "a draft of another vocabulary" "--draft .*: the draft model has 151936 rows of logits, the target 49152: a draft must share the target's vocabulary" "$tally" run -m "$model" -p hi --draft "$qwen05"
+    expect_error "a draft cache over --kv-budget" "--draft .*: the target's KV cache takes .* of --kv-budget .*, leaving nothing for the draft model's|--draft .*: its KV cache for the context of 4096 tokens" "$tally" run -m "$qwen15" -p hi --draft "$qwen05" --kv-budget 120MiB
+    # A draft model (qwen2.5-coder 0.5B for the 1.5B): greedy gives exactly the tokens it gives without,
+    # with a fixed short draft and the adaptive one; guesses made, kept and rejected over the runs.
+    edit='Add a docstring to this function and change nothing else.
+
+def area(w, h):
+    if w < 0 or h < 0:
+        raise ValueError("negative size")
+    return w * h'
+    "$tally" run -m "$qwen15" -p "$edit" --chat -n 40 --temp 0 --json -t 2 >"$tmp/draft_off.json" 2>/dev/null
+    "$tally" run -m "$qwen15" -p "$edit" --chat -n 40 --temp 0 --json -t 2 --draft "$qwen05" --draft-max 2 >"$tmp/draft_2.json" 2>/dev/null
+    "$tally" run -m "$qwen15" -p "$edit" --chat -n 40 --temp 0 --json -t 2 --speculate draft --draft "$qwen05" >"$tmp/draft_a.json" 2>/dev/null
+    if python3 -c '
+import json, sys
+off = json.load(open(sys.argv[1]))
+assert off["generated_tokens"] >= 20, off
+drafted = accepted = 0
+for f in sys.argv[2:]:
+    j = json.load(open(f))
+    assert j["token_ids"] == off["token_ids"], (f, j["token_ids"], off["token_ids"])
+    s = j["speculation"]
+    assert s["source"] == "draft" and s["accepted"] <= s["drafted"] and s["decode_steps"] < off["generated_tokens"] - 1, (f, s)
+    drafted += s["drafted"]; accepted += s["accepted"]
+assert 0 < accepted <= drafted, (accepted, drafted)
+' "$tmp/draft_off.json" "$tmp/draft_2.json" "$tmp/draft_a.json"; then passes=$((passes + 1)); else echo "FAIL run --draft: greedy tokens differ or no guess kept"; failures=$((failures + 1)); fi
+  fi
   expect_ok "penalties in run" "Paris" "$tally" run -m "$model" -p "The capital of France is" -n 4 --temp 0 --presence-penalty 0.5 --frequency-penalty 0.5
   expect_error "presence penalty out of range" "--presence-penalty: 3 is out of range" "$tally" run -m "$model" -p hi --presence-penalty 3
   # Forks that the pool could never hold at once are refused before they start (they would preempt each other forever).

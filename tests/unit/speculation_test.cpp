@@ -5,10 +5,15 @@
 // rejected guess (the next logits equal a fresh run's over the kept tokens);
 // the accept rule leaves the sampled distribution the target's (a chi-square
 // test that a rule ignoring q fails); prompt lookup finds the latest match of
-// the longest tail; the draft length backs off when guesses are not kept.
+// the longest tail; the draft length backs off when guesses are not kept. A
+// draft model (the target less its last layer) gives greedy's tokens too,
+// its cache rolled back over its rejected guesses, and keeps the target's
+// distribution when sampling (chi-square over the first speculated token).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
 #include <vector>
 
@@ -205,8 +210,28 @@ TEST(DraftLength, GainIsExpectedTokensOverCost) {
   EXPECT_EQ(d.next(), best);
 }
 
+// A draft model's steps cost something of their own (it catches up on the
+// tokens kept) besides each guess: with steps of k = 1 and k = 3 timed, the
+// cost is the line through them, not through the plain step.
+TEST(DraftLength, FitsALineThroughTheStepsWithGuesses) {
+  DraftLength d(8);
+  for (int i = 0; i < 20; ++i) d.record(0, 0, 0.060);
+  for (int i = 0; i < 40; ++i) {
+    d.record(1, 1, 0.107);
+    d.record(3, 3, 0.164);
+  }
+  const double r = d.acceptance();
+  const double a = 0.0785 / 0.060, b = 0.0285 / 0.060;
+  for (int64_t k = 1; k <= 8; ++k) {
+    double tokens = 0;
+    for (int64_t i = 0; i <= k; ++i) tokens += std::pow(r, static_cast<double>(i));
+    EXPECT_NEAR(d.gain(k), tokens / (a + b * static_cast<double>(k)), 1e-3) << k;
+  }
+}
+
 TEST(DraftLength, BacksOffWhenGuessesAreNotKeptAndComesBack) {
   DraftLength d(8);
+  EXPECT_EQ(d.next(), 0) << "the first step has no guesses: it times a one-token step";
   EXPECT_GE(d.next(), 1) << "the prior (one guess in two kept, a guess at a tenth of a step) speculates";
   for (int i = 0; i < 10; ++i) d.record(0, 0, 0.010);  // one-token steps: 10 ms; each guess 2 ms more
   for (int i = 0; i < 40; ++i) d.record(8, 8, 0.026);
@@ -228,6 +253,163 @@ TEST(DraftLength, CostlyGuessesAreNotAskedFor) {
   int zeros = 0;
   for (int i = 0; i < 15; ++i) zeros += d.next() == 0;
   EXPECT_EQ(zeros, 15);
+}
+
+// The draft model: the target's weights less its last layer (the same seed
+// writes token_embd, the output and layer 0 alike), so it agrees with the
+// target often but not always.
+test::TinySpec target_spec() {
+  test::TinySpec t;
+  t.tied = true;
+  t.n_layer = 3;
+  return t;
+}
+test::TinySpec draft_spec() {
+  test::TinySpec d = target_spec();
+  d.n_layer = 2;
+  return d;
+}
+
+TEST(DraftModel, GreedyWithADraftModelEqualsGreedyWithout) {
+  const auto target = test::make_tiny_model(target_spec());
+  const auto draft_model = test::make_tiny_model(draft_spec());
+  int64_t drafted = 0, accepted = 0, draft_rolled = 0;
+  for (const auto& prompt : prompts()) {
+    Session plain(*target->model, test::small_block_session(DType::F16, 128));
+    const GenerateResult want = generate(plain, prompt, test::greedy_options(60));
+    for (int64_t k : {1, 2, 3, 5, 8}) {
+      Session s(*target->model, speculating_session(k));
+      Session d(*draft_model->model, test::small_block_session(DType::F16, 128));
+      GenerateOptions g = test::greedy_options(60);
+      g.draft_max = k;
+      g.fixed_draft = true;
+      g.draft = &d;
+      const GenerateResult got = generate(s, prompt, g);
+      EXPECT_EQ(got.tokens, want.tokens) << "k = " << k;
+      EXPECT_EQ(got.stop, want.stop) << "k = " << k;
+      drafted += got.drafted;
+      accepted += got.accepted;
+      draft_rolled += got.draft_rolled_back;
+      // The draft's cache: what the target kept, then at most its own unverified guesses.
+      std::vector<int32_t> all = prompt;
+      all.insert(all.end(), want.tokens.begin(), want.tokens.end());
+      const std::vector<int32_t>& dt = d.tokens();
+      const auto same = std::mismatch(dt.begin(), dt.end(), all.begin(), all.end()).first - dt.begin();
+      EXPECT_GE(same, static_cast<ptrdiff_t>(prompt.size())) << "k = " << k;
+      EXPECT_LE(static_cast<int64_t>(dt.size()) - same, k) << "k = " << k;
+    }
+  }
+  EXPECT_GT(accepted, 0) << "the draft never agreed: the test would not exercise kept guesses";
+  EXPECT_LT(accepted, drafted) << "the draft always agreed: the rollback was not exercised";
+  EXPECT_GT(draft_rolled, 0) << "the draft's cache never rolled back";
+}
+
+// After the draft's rollbacks its next logits equal a fresh draft session's
+// over the same tokens: nothing of a rejected guess stays in its cache.
+TEST(DraftModel, ItsCacheHoldsNothingOfARejectedGuess) {
+  const auto target = test::make_tiny_model(target_spec());
+  const auto draft_model = test::make_tiny_model(draft_spec());
+  int rolled = 0;
+  for (const auto& prompt : prompts()) {
+    Session s(*target->model, speculating_session(4));
+    Session d(*draft_model->model, test::small_block_session(DType::F16, 128));
+    GenerateOptions g = test::greedy_options(30);
+    g.draft_max = 4;
+    g.fixed_draft = true;
+    g.draft = &d;
+    const GenerateResult r = generate(s, prompt, g);
+    if (r.draft_rolled_back == 0) continue;
+    ++rolled;
+    std::vector<int32_t> all = prompt;
+    all.insert(all.end(), r.tokens.begin(), r.tokens.end());
+    DraftModel follower(d, g.sampling);
+    follower.follow(all);  // rolls back the unverified guesses, evaluates the rest
+    ASSERT_EQ(d.tokens(), all);
+    const std::vector<int32_t> one = {7};
+    const auto got = d.append(one);
+    const std::vector<float> after(got.begin(), got.end());
+    Session fresh(*draft_model->model, test::small_block_session(DType::F16, 128));
+    all.push_back(7);
+    const auto want = fresh.append(all);
+    EXPECT_EQ(after, std::vector<float>(want.begin(), want.end()));
+  }
+  EXPECT_GT(rolled, 0) << "no run rolled the draft back";
+}
+
+// Sampling with a draft model: the second speculated token (the third
+// generated: the first comes from the prefill) is distributed as the
+// target's, given the two before it. A q that is not the distribution the
+// guess was drawn from (halved, say) fails it: chi-square 258 against 42.
+// top-k 3 keeps the cells few enough for a chi-square test.
+TEST(DraftModel, SamplingKeepsTheTargetsDistribution) {
+  const auto target = test::make_tiny_model(target_spec());
+  const auto draft_model = test::make_tiny_model(draft_spec());
+  const std::vector<int32_t> prompt = {5, 17, 23, 42, 8};
+  GenerateOptions g;
+  g.max_tokens = 3;
+  g.sampling.temperature = 1.5f;  // flatter: the draft's q and the target's p differ more
+  g.sampling.top_k = 3;
+  g.sampling.top_p = 1;
+  g.sampling.min_p = 0;
+  g.draft_max = 2;
+  g.fixed_draft = true;
+  Session s(*target->model, speculating_session(2));
+  Session d(*draft_model->model, test::small_block_session(DType::F16, 128));
+  g.draft = &d;
+  // The target's distribution of the third token given the first two: top-3 of softmax(logits / T).
+  Session ref(*target->model, test::small_block_session(DType::F16, 128));
+  std::map<std::pair<int32_t, int32_t>, std::map<int32_t, double>> p_of;
+  auto target_p = [&](int32_t a, int32_t b) -> const std::map<int32_t, double>& {
+    auto [it, fresh] = p_of.try_emplace({a, b});
+    if (!fresh) return it->second;
+    std::vector<int32_t> all = prompt;
+    all.push_back(a);
+    all.push_back(b);
+    ref.truncate(0);
+    const auto l = ref.append(all);
+    std::vector<int32_t> ids(l.size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+    std::partial_sort(ids.begin(), ids.begin() + 3, ids.end(), [&](int32_t x, int32_t y) { return l[x] > l[y]; });
+    double z = 0;
+    for (int i = 0; i < 3; ++i) z += std::exp((l[ids[i]] - l[ids[0]]) / 1.5);
+    for (int i = 0; i < 3; ++i) it->second[ids[i]] = std::exp((l[ids[i]] - l[ids[0]]) / 1.5) / z;
+    return it->second;
+  };
+  std::map<std::pair<int32_t, int32_t>, std::map<int32_t, int>> counts;
+  int64_t drafted = 0, accepted = 0;
+  const int n = 3000;
+  for (int i = 0; i < n; ++i) {
+    s.truncate(0);
+    g.sampling.seed = static_cast<uint64_t>(i) + 1;
+    const GenerateResult r = generate(s, prompt, g);
+    ASSERT_EQ(r.tokens.size(), 3u);
+    drafted += r.drafted;
+    accepted += r.accepted;
+    ++counts[{r.tokens[0], r.tokens[1]}][r.tokens[2]];
+  }
+  ASSERT_GT(drafted, n / 2) << "the third token was rarely speculated";
+  EXPECT_GT(accepted, 0);
+  EXPECT_LT(accepted, drafted);
+  double x = 0;
+  int df = 0;
+  for (const auto& [prefix, c] : counts) {
+    int total = 0;
+    for (const auto& [t, k] : c) total += k;
+    if (total < 50) continue;  // too few for expected counts the test can trust
+    const auto& p = target_p(prefix.first, prefix.second);
+    for (const auto& [t, k] : c) ASSERT_TRUE(p.count(t)) << "token " << t << " is outside the target's top 3";
+    for (const auto& [t, pt] : p) {
+      const double e = pt * total;
+      const double o = c.count(t) ? c.at(t) : 0;
+      x += (o - e) * (o - e) / e;
+    }
+    df += 2;
+  }
+  ASSERT_GE(df, 4);
+  // The 0.999 quantile of chi-square with df degrees of freedom, by Wilson-Hilferty.
+  const double z = 3.09, h = 2.0 / (9.0 * df);
+  const double limit = df * std::pow(1 - h + z * std::sqrt(h), 3);
+  EXPECT_LT(x, limit) << "df " << df;
 }
 
 }  // namespace

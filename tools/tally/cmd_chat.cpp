@@ -154,10 +154,11 @@ void reply(Conversation& chat, const Session& session, ChatState& st, const std:
   if (f == Finish::MaxTokens)
     fmt::print(stderr, "[reply cut at {} tokens, the most a reply may have (-n, or /set max_tokens N)]\n",
                r.generation.tokens.size());
-  fmt::print(stderr, "[{} new prompt tokens prefilled, {} reused from the cache{}, {} generated, {:.1f} tok/s]\n",
+  const GenerateResult& g = r.generation;
+  fmt::print(stderr, "[{} new prompt tokens prefilled, {} reused from the cache{}, {} generated, {:.1f} tok/s{}]\n",
              r.prefilled, r.reused, r.from_disk > 0 ? fmt::format(" ({} from disk)", r.from_disk) : std::string(),
-             r.generation.tokens.size(),
-             tps(static_cast<double>(r.generation.decoded_tokens()), r.generation.decode_ms));
+             g.tokens.size(), tps(static_cast<double>(g.decoded_tokens()), g.decode_ms),
+             g.drafted > 0 ? fmt::format("; {} of {} guesses kept", g.accepted, g.drafted) : std::string());
 }
 
 void save_or_load(bool save, const std::string& file, Conversation& chat, const Session& session) {
@@ -227,6 +228,8 @@ void execute(const ChatOptions& o) {
   st.g.cancel = &g_cancel;
   st.g.constraint = o.constraint.build(lm);
   o.speculation.apply(st.g);
+  const std::unique_ptr<DraftRun> draft = open_draft(o.speculation, o.m, lm, session);
+  if (draft) st.g.draft = draft->session.get();
 
   struct sigaction sa {};
   sa.sa_handler = on_sigint;

@@ -207,6 +207,8 @@ SingleRun run_single(const RunOptions& o, const LoadedModel& lm, std::vector<int
     fail("the prompt has {} tokens, more than the {} left in the context of {} (raise -c)", prompt.size(),
          session.n_ctx() - session.length(), session.n_ctx());
   GenerateOptions g = generate_options(o, tok, seed, constraint);
+  const std::unique_ptr<DraftRun> draft = open_draft(o.speculation, o.m, lm, session);
+  if (draft) g.draft = draft->session.get();
   const int64_t start = session.length();
   out.gen = generate(
       session, prompt, g,
@@ -248,7 +250,8 @@ void print_json(const RunOptions& o, const SingleRun& r) {
   if (o.logprobs >= 0) j["logprobs"] = r.logprobs;
   if (!o.m.cache_dir.empty()) j["kv"]["cached_tokens"] = {{"total", g.cached_tokens}, {"disk", g.disk_tokens}};
   if (o.speculation.on())
-    j["speculation"] = {{"drafted", g.drafted}, {"accepted", g.accepted}, {"rolled_back", g.rolled_back},
+    j["speculation"] = {{"source", o.speculation.source()}, {"drafted", g.drafted},       {"accepted", g.accepted},
+                        {"rolled_back", g.rolled_back},   {"draft_rolled_back", g.draft_rolled_back},
                         {"decode_steps", g.decode_steps}};
   if (!o.load_session.empty()) {
     j["timings"]["session_load_ms"] = r.session_load_ms;

@@ -1,6 +1,10 @@
 #include "speculation_options.h"
 
+#include "core/byte_size.h"
+#include "core/error.h"
+#include "core/printable.h"
 #include "option_checks.h"
+#include "runtime/speculation.h"
 #include "usage.h"
 
 namespace tally::cli {
@@ -14,17 +18,23 @@ constexpr int64_t kMaxDraft = 64;
 void add_speculation_options(CLI::App* cmd, SpeculationOptions& s) {
   cmd->add_option("--speculate", s.mode,
                   "Speculative decoding: 'lookup' guesses the continuation of the latest earlier occurrence of the "
-                  "last tokens (prompt lookup) and verifies the guesses in one step; the output is what it would be "
-                  "without (greedy: the same tokens; sampling: the same distribution); 'off'")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"lookup", "off"}));
+                  "last tokens (prompt lookup), 'draft' lets the smaller model of --draft guess; the guesses are "
+                  "verified in one step and the output is what it would be without (greedy: the same tokens; "
+                  "sampling: the same distribution); 'off' (the default, or 'draft' when --draft is given)")
+      ->check(CLI::IsMember({"lookup", "draft", "off"}));
+  cmd->add_option("--draft", s.draft_model,
+                  "The draft model for --speculate draft: a name or a path, with the target's vocabulary (e.g. "
+                  "qwen2.5-coder:0.5b for qwen2.5-coder:1.5b); its cache has the target's context and cache type");
   cmd->add_option("--draft-max", s.draft_max,
                   "With --speculate: at most K guesses verified per step, fewer while guesses are not kept (default 8)")
       ->transform(integer_in(1, kMaxDraft));
 }
 
 void SpeculationOptions::validate() const {
-  if (draft_max > 0 && !on()) usage_fail("--draft-max sets the guesses of --speculate lookup: give --speculate too");
+  if (draft_max > 0 && !on()) usage_fail("--draft-max sets the guesses of --speculate lookup|draft: give --speculate too");
+  if (mode == "draft" && draft_model.empty()) usage_fail("--speculate draft needs the draft model: give --draft NAME|PATH");
+  if (!draft_model.empty() && !drafting())
+    usage_fail("--draft {} is a draft model for --speculate draft, not --speculate {}", excerpt(draft_model), mode);
 }
 
 void SpeculationOptions::apply(SessionOptions& s) const {
@@ -32,5 +42,41 @@ void SpeculationOptions::apply(SessionOptions& s) const {
 }
 
 void SpeculationOptions::apply(GenerateOptions& g) const { g.draft_max = draft(); }
+
+std::unique_ptr<DraftRun> open_draft(const SpeculationOptions& s, const ModelOptions& m, const LoadedModel& target,
+                                     const Session& target_session) {
+  if (!s.drafting()) return nullptr;
+  auto out = std::make_unique<DraftRun>();
+  const std::string name = excerpt(s.draft_model);
+  ModelOptions dm = m;
+  dm.model = s.draft_model;
+  dm.gpu_layers.clear();  // noted once, for the target
+  dm.cache_dir.clear();   // the prefix cache's disk tier is the target's
+  try {
+    out->lm = load_model(dm);
+    check_draft_vocabulary(*target.tokenizer, target.model->config().n_vocab, *out->lm.tokenizer,
+                           out->lm.model->config().n_vocab);
+  } catch (const UsageError& e) {
+    usage_fail("--draft {}: {}", name, e.what());
+  } catch (const Error& e) {
+    fail("--draft {}: {}", name, e.what());
+  }
+  SessionOptions so = session_options(dm, *out->lm.model, false);
+  so.n_ctx = target_session.n_ctx();
+  if (so.kv_budget > 0) {
+    const uint64_t taken = target_session.cache().storage().bytes();
+    if (taken >= so.kv_budget)
+      fail("--draft {}: the target's KV cache takes {} of --kv-budget {}, leaving nothing for the draft model's",
+           name, format_bytes_short(taken), format_bytes_short(so.kv_budget));
+    so.kv_budget -= taken;
+  }
+  try {
+    out->session = std::make_unique<Session>(*out->lm.model, so);
+  } catch (const Error& e) {
+    fail("--draft {}: its KV cache for the context of {} tokens: {} (raise --kv-budget or lower -c)",
+         name, so.n_ctx, e.what());
+  }
+  return out;
+}
 
 }  // namespace tally::cli

@@ -1,24 +1,31 @@
 #pragma once
 // Speculative decoding's flags, shared by `run` and `chat`: where guesses
-// come from (--speculate) and at most how many one step verifies
-// (--draft-max). Off by default, as llama.cpp's tools are.
+// come from (--speculate, --draft) and at most how many one step verifies
+// (--draft-max). Off by default, as llama.cpp's tools are. A draft model is
+// loaded beside the target with a session of its own (open_draft).
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <memory>
 #include <string>
 
+#include "model_options.h"
 #include "runtime/generator.h"
 #include "runtime/session.h"
 
 namespace tally::cli {
 
 struct SpeculationOptions {
-  std::string mode = "off";  // "lookup" (prompt lookup) or "off"
+  std::string mode;   // "lookup", "draft", "off"; empty: not given ("draft" with --draft, else "off")
+  std::string draft_model;  // --draft: a name or a path
   int64_t draft_max = 0;  // 0: not given (kDefaultDraft with --speculate)
 
   static constexpr int64_t kDefaultDraft = 8;
 
-  bool on() const { return mode != "off"; }
-  // Usage errors (exit 2): --draft-max without speculation.
+  std::string source() const { return !mode.empty() ? mode : draft_model.empty() ? "off" : "draft"; }
+  bool on() const { return source() != "off"; }
+  bool drafting() const { return source() == "draft"; }
+  // Usage errors (exit 2): --draft-max without speculation, --speculate draft
+  // without --draft, --draft with another source.
   void validate() const;
   // The rows of logits a step must return (k guesses + the next token), and the draft length.
   void apply(SessionOptions& s) const;
@@ -26,7 +33,21 @@ struct SpeculationOptions {
   int64_t draft() const { return on() ? (draft_max > 0 ? draft_max : kDefaultDraft) : 0; }
 };
 
-// Adds --speculate and --draft-max.
+// Adds --speculate, --draft and --draft-max.
 void add_speculation_options(CLI::App* cmd, SpeculationOptions& s);
+
+// A draft model and its session.
+struct DraftRun {
+  LoadedModel lm;
+  std::unique_ptr<Session> session;
+};
+
+// With --draft: loads the draft model and opens its session with the
+// target's context, cache type, threads and what is left of --kv-budget
+// after the target's cache. Refuses (naming --draft) a model it cannot load,
+// one whose vocabulary is not the target's, and a cache that does not fit.
+// Without: null.
+std::unique_ptr<DraftRun> open_draft(const SpeculationOptions& s, const ModelOptions& m, const LoadedModel& target,
+                                     const Session& target_session);
 
 }  // namespace tally::cli
