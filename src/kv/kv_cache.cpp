@@ -435,10 +435,10 @@ void KvCache::begin_write(SeqId seq, int64_t start, int64_t n) {
   }
 }
 
-void KvCache::end_write(SeqId seq) {
+void KvCache::end_write(SeqId seq, int64_t keyed_until) {
   KvSequence& s = seqs_.get(seq);
   if (!index_ || !s.keyable) return;
-  const int64_t bs = block_size(), full = s.length / bs;
+  const int64_t bs = block_size(), full = std::min(s.length, keyed_until) / bs;
   for (int64_t i = static_cast<int64_t>(s.keys.size()); i < full; ++i) {
     const auto tokens = std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(i * bs), static_cast<size_t>(bs));
     s.keys.push_back(PrefixIndex::chain(i == 0 ? PrefixIndex::kRootKey : s.keys.back(), tokens));

@@ -169,8 +169,10 @@ class KvCache {
   // The same for n positions whose tokens are not known (such a sequence's
   // blocks are never keyed).
   void begin_write(SeqId seq, int64_t start, int64_t n);
-  // The positions reserved so far are stored: full blocks get their keys.
-  void end_write(SeqId seq);
+  // The positions reserved so far are stored: full blocks get their keys,
+  // those before position keyed_until only (a draft's guesses after it may be
+  // rolled back: their blocks are keyed by a later write, once kept).
+  void end_write(SeqId seq, int64_t keyed_until = INT64_MAX);
   // Drops positions [n, length): later writes start at n (an edit recomputes
   // from there). With window layers, n must be resumable (resume_point(seq, n) == n).
   void truncate(SeqId seq, int64_t n);

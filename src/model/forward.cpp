@@ -191,11 +191,13 @@ void Forward::step(KvCache& kv, std::span<const StepEntry> batch) {
     throw;
   }
   run(&kv, batch);
-  for (const StepEntry& e : batch) kv.end_write(e.seq);
+  for (const StepEntry& e : batch)
+    kv.end_write(e.seq, e.start + static_cast<int64_t>(e.tokens.size()) - e.guesses);
 }
 
-void Forward::eval(KvCache& kv, KvCache::SeqId seq, std::span<const int32_t> tokens, int64_t start, LogitsMode mode) {
-  const StepEntry e{seq, tokens, start, mode};
+void Forward::eval(KvCache& kv, KvCache::SeqId seq, std::span<const int32_t> tokens, int64_t start, LogitsMode mode,
+                   int64_t guesses) {
+  const StepEntry e{seq, tokens, start, mode, guesses};
   step(kv, {&e, 1});
 }
 

@@ -35,6 +35,7 @@ struct StepEntry {
   std::span<const int32_t> tokens;  // evaluated at positions [start, start + tokens.size())
   int64_t start = 0;                // must equal the sequence's cache length
   LogitsMode logits = LogitsMode::Last;
+  int64_t guesses = 0;  // the last tokens are a draft's guesses: blocks they fill are not keyed yet (KvCache::end_write)
 };
 
 class Forward {
@@ -50,7 +51,8 @@ class Forward {
   // nothing is written to any sequence.
   void step(KvCache& kv, std::span<const StepEntry> batch);
   // One sequence: step() with one entry.
-  void eval(KvCache& kv, KvCache::SeqId seq, std::span<const int32_t> tokens, int64_t start, LogitsMode mode);
+  void eval(KvCache& kv, KvCache::SeqId seq, std::span<const int32_t> tokens, int64_t start, LogitsMode mode,
+            int64_t guesses = 0);
   // One pass over tokens at positions [0, n) with no KV cache at all (the
   // text-encoder use): keys and values live in the step's own buffers.
   void encode(std::span<const int32_t> tokens, LogitsMode mode);

@@ -173,13 +173,33 @@ Engine::Id Engine::adopt(Id src, KvCache::SeqId kv) {
 
 void Engine::push(Id id, int32_t token) {
   Seq& s = get(id);
-  if (!ready(id)) fail("sequence {} has tokens still to evaluate", id.slot);
+  // Ready, or truncated since (its logits gone, nothing pending).
+  if (!s.kv || s.evaluated != static_cast<int64_t>(s.tokens.size()) || s.tokens.empty())
+    fail("sequence {} has tokens still to evaluate", id.slot);
   if (static_cast<int64_t>(s.tokens.size()) >= s.max_len)
     fail("sequence {} is at its maximum of {} positions", id.slot, s.max_len);
   if (token < 0 || token >= model_.config().n_vocab)
     fail("token id {} is outside the vocabulary [0, {})", token, model_.config().n_vocab);
   s.tokens.push_back(token);
   s.logits.clear();
+}
+
+void Engine::push(Id id, int32_t token, std::span<const int32_t> guesses) {
+  push(id, token);
+  Seq& s = get(id);
+  if (static_cast<int64_t>(s.tokens.size() + guesses.size()) > s.max_len)
+    fail("sequence {}: {} guesses after the token pass its maximum of {} positions", id.slot, guesses.size(), s.max_len);
+  for (int32_t t : guesses)
+    if (t < 0 || t >= model_.config().n_vocab)
+      fail("token id {} is outside the vocabulary [0, {})", t, model_.config().n_vocab);
+  s.tokens.insert(s.tokens.end(), guesses.begin(), guesses.end());
+  s.guesses = static_cast<int64_t>(guesses.size());
+}
+
+void Engine::drop_guesses(Seq& s, int64_t keep) {
+  if (s.guesses <= keep) return;
+  s.tokens.resize(s.tokens.size() - static_cast<size_t>(s.guesses - keep));
+  s.guesses = keep;
 }
 
 void Engine::release(Id id) {
@@ -199,6 +219,11 @@ bool Engine::ready(Id id) const {
 bool Engine::stopped(Id id) const { return get(id).stopped; }
 
 std::span<const float> Engine::logits(Id id) const {
+  const std::span<const float> rows = guess_logits(id);
+  return rows.last(static_cast<size_t>(model_.config().n_vocab));
+}
+
+std::span<const float> Engine::guess_logits(Id id) const {
   if (!ready(id)) fail("sequence {} has no logits yet: it has tokens still to evaluate", id.slot);
   return get(id).logits;
 }
@@ -228,6 +253,7 @@ uint64_t Engine::held_bytes() const {
 }
 
 void Engine::preempt(Seq& s) {
+  drop_guesses(s, 0);  // evaluated again as a prompt, they would come back without their rows
   cache_.free_sequence(*s.kv);
   s.kv.reset();
   s.evaluated = 0;
@@ -258,21 +284,30 @@ std::span<const Engine::Id> Engine::step() {
     if (!seqs_[i].kv && !resume(seqs_[i])) break;
 
   auto pending = [&](const Seq& s) { return static_cast<int64_t>(s.tokens.size()) - s.evaluated; };
-  // Decodes (one pending token after the prompt), then prefill chunks, oldest first, within the budget.
-  int64_t budget = step_tokens_;
+  auto entry = [&](const Seq& s, int64_t n, LogitsMode mode) {
+    return StepEntry{*s.kv, std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.evaluated), n),
+                     s.evaluated, mode, mode == LogitsMode::All ? s.guesses : 0};
+  };
+  // Decodes (one pending token after the prompt, with its guesses), then
+  // prefill chunks, oldest first, within the budget. Every entry has a row of
+  // logits; guesses take the rows beyond one per sequence.
+  int64_t budget = step_tokens_, guess_rows = forward_.logit_rows() - max_sequences_;
   entries_.clear();
   entry_slot_.clear();
   for (int pass = 0; pass < 2; ++pass)
     for (int32_t i : order) {
       Seq& s = seqs_[i];
+      if (pass == 0 && s.guesses > 0 && s.kv) {
+        drop_guesses(s, std::clamp<int64_t>(std::min(guess_rows, budget - 1), 0, s.guesses));
+        guess_rows -= s.guesses;
+      }
       const int64_t p = pending(s);
-      const bool decode = p == 1 && s.evaluated > 0;
+      const bool decode = p == 1 + s.guesses && s.evaluated > 0;
       if (!s.kv || p == 0 || decode != (pass == 0) || budget == 0 ||
           static_cast<int64_t>(entries_.size()) == max_sequences_)
         continue;
       const int64_t n = std::min(p, budget);
-      entries_.push_back({*s.kv, std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.evaluated), n),
-                          s.evaluated, n == p ? LogitsMode::Last : LogitsMode::None});
+      entries_.push_back(entry(s, n, s.guesses > 0 ? LogitsMode::All : n == p ? LogitsMode::Last : LogitsMode::None));
       entry_slot_.push_back(i);
       budget -= n;
     }
@@ -291,6 +326,11 @@ std::span<const Engine::Id> Engine::step() {
   while (!entries_.empty() && needed() > cache_.available_blocks()) {
     const size_t last = entries_.size() - 1;
     Seq& s = seqs_[entry_slot_[last]];
+    if (s.guesses > 0) {  // a decode first gives up its guesses
+      drop_guesses(s, 0);
+      entries_[last] = entry(s, 1, LogitsMode::Last);
+      continue;
+    }
     if (entries_[last].logits == LogitsMode::None || pending(s) > 1 || s.evaluated == 0) {
       entries_.pop_back();  // a prefill chunk waits for a later step
       entry_slot_.pop_back();
@@ -323,9 +363,11 @@ std::span<const Engine::Id> Engine::step() {
     Seq& s = seqs_[entry_slot_[e]];
     s.evaluated += static_cast<int64_t>(entries_[e].tokens.size());
     counters_.tokens += entries_[e].tokens.size();
-    if (entries_[e].logits == LogitsMode::Last) {
+    if (entries_[e].logits != LogitsMode::None) {
+      const int64_t rows = entries_[e].logits == LogitsMode::All ? static_cast<int64_t>(entries_[e].tokens.size()) : 1;
       const float* row = forward_.logits() + forward_.logits_row(e) * V;
-      s.logits.assign(row, row + V);
+      s.logits.assign(row, row + rows * V);
+      s.guesses = 0;
       ready_.push_back({entry_slot_[e], s.gen});
     }
   }
@@ -350,7 +392,7 @@ KvCache::SeqId Engine::kv(Id id) const {
   return *s.kv;
 }
 
-std::span<const float> Engine::eval(Id id, std::span<const int32_t> tokens, const LogitsSink& sink) {
+std::span<const float> Engine::eval(Id id, std::span<const int32_t> tokens, const LogitsSink& sink, int64_t guesses) {
   Seq& s = get(id);
   if (!s.kv || s.evaluated != static_cast<int64_t>(s.tokens.size()))
     fail("sequence {} has tokens still to evaluate", id.slot);
@@ -367,7 +409,9 @@ std::span<const float> Engine::eval(Id id, std::span<const int32_t> tokens, cons
   for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(B)) {
     const auto chunk = tokens.subspan(i, std::min<size_t>(static_cast<size_t>(B), tokens.size() - i));
     const int64_t start = s.evaluated;
-    forward_.eval(cache_, *s.kv, chunk, start, sink ? LogitsMode::All : LogitsMode::Last);
+    const int64_t after = static_cast<int64_t>(tokens.size() - i - chunk.size());  // tokens after this chunk
+    forward_.eval(cache_, *s.kv, chunk, start, sink ? LogitsMode::All : LogitsMode::Last,
+                  std::clamp<int64_t>(guesses - after, 0, static_cast<int64_t>(chunk.size())));
     s.tokens.insert(s.tokens.end(), chunk.begin(), chunk.end());
     s.evaluated += static_cast<int64_t>(chunk.size());
     counters_.tokens += chunk.size();
@@ -385,6 +429,7 @@ void Engine::truncate(Id id, int64_t n) {
   const std::vector<int32_t> again(s.tokens.begin() + m, s.tokens.begin() + n);
   cache_.truncate(*s.kv, m);
   s.tokens.resize(static_cast<size_t>(m));
+  s.guesses = 0;
   s.evaluated = m;
   s.logits.clear();
   if (!again.empty()) eval(id, again);

@@ -104,8 +104,15 @@ class Engine {
   Id fork(Id src);
   // The same, every block copied (the baseline that sharing is measured against).
   Id fork_copy(Id src);
-  // Appends a token to a ready sequence, to be evaluated by the next step.
+  // Appends a token to a ready sequence (or one truncate()d since), to be evaluated by the next step.
   void push(Id id, int32_t token);
+  // The same with a draft's guesses after the token (speculative decoding):
+  // the next step evaluates them with it as one decode and keeps a row of
+  // logits for each (guess_logits()). A step with no rows or blocks to spare
+  // drops guesses from the end (all of them when the sequence is preempted);
+  // the blocks they fill are keyed in the prefix cache only once a later
+  // write follows them. The caller then truncate()s the rejected ones.
+  void push(Id id, int32_t token, std::span<const int32_t> guesses);
   // Evaluates pending tokens (see above); returns the sequences that became ready.
   std::span<const Id> step();
   // Frees the sequence's blocks at once (a finished or cancelled sequence).
@@ -120,7 +127,9 @@ class Engine {
   // position's logits go to it (needs all_logits). All or nothing: a bad
   // token or a context overflow is refused before anything is written.
   // PRECONDITION: no tokens pending.
-  std::span<const float> eval(Id id, std::span<const int32_t> tokens, const LogitsSink& sink = {});
+  // guesses: the last tokens are a draft's (their blocks are keyed only once followed).
+  std::span<const float> eval(Id id, std::span<const int32_t> tokens, const LogitsSink& sink = {},
+                              int64_t guesses = 0);
   // Forgets positions [n, length). When the sliding-window layers no longer
   // hold the window before n, it goes back to where they do and evaluates the
   // tokens up to n again.
@@ -162,6 +171,10 @@ class Engine {
   bool stopped(Id id) const;  // cannot grow: its maximum, or the whole pool, is reached
   // The logits of the last token. PRECONDITION: ready(id).
   std::span<const float> logits(Id id) const;
+  // After a step that evaluated a token pushed with guesses: a row for it and
+  // for each guess the step kept (rows x n_vocab; the guesses are the last
+  // rows - 1 tokens). Otherwise logits(). PRECONDITION: ready(id).
+  std::span<const float> guess_logits(Id id) const;
   const std::vector<int32_t>& tokens(Id id) const;
   int64_t cached_tokens(Id id) const;  // how many of its prompt came from the prefix cache
   // Of the positions its admission or last reuse_prefix() took from the
@@ -194,7 +207,8 @@ class Engine {
     int64_t from_disk = 0;   // of the last prefix taken (admission, reuse_prefix), those from disk
     uint64_t order = 0;      // admission order
     bool stopped = false;
-    std::vector<float> logits;  // of tokens.back(), when ready
+    int64_t guesses = 0;        // of the pending tokens, the last ones a draft guessed
+    std::vector<float> logits;  // when ready: of tokens.back(), or (after guesses) a row per token the step evaluated
   };
   Seq& get(Id id);
   const Seq& get(Id id) const;
@@ -204,6 +218,7 @@ class Engine {
   int64_t committed_blocks() const;  // what pending and preempted tokens will take
   bool resume(Seq& s);  // a preempted sequence back into the cache from its prefix
   void preempt(Seq& s);
+  void drop_guesses(Seq& s, int64_t keep);  // pending guesses past the first `keep` are forgotten
 
   const Model& model_;
   std::unique_ptr<ThreadPool> pool_;

@@ -65,7 +65,8 @@ void speculate(Session& s, Generation& gen, const GenerateOptions& o, std::span<
     }
     for (const Guess& g : drafted) batch.push_back(g.token);
     const float* rows = nullptr;
-    logits = s.append(batch, [&](int64_t, const float* l, int64_t) { rows = l; });
+    logits = s.append(batch, [&](int64_t, const float* l, int64_t) { rows = l; },
+                      static_cast<int64_t>(drafted.size()));
     const double seconds = ms_since(t0) / 1000 + catch_up;
     ++r.decode_steps;
     const int64_t guesses = static_cast<int64_t>(batch.size()) - 1;

@@ -43,9 +43,10 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   // Evaluates `tokens` at positions [length, length + n). Returns the logits of
-  // the last token (n_vocab values). With sink set, every position's logits go to it.
-  std::span<const float> append(std::span<const int32_t> tokens, const LogitsSink& sink = {}) {
-    return engine_->eval(id_, tokens, sink);
+  // the last token (n_vocab values). With sink set, every position's logits go
+  // to it. guesses: the last tokens are a draft's (Engine::eval).
+  std::span<const float> append(std::span<const int32_t> tokens, const LogitsSink& sink = {}, int64_t guesses = 0) {
+    return engine_->eval(id_, tokens, sink, guesses);
   }
   // Forgets positions [n, length) (Engine::truncate).
   void truncate(int64_t n) { engine_->truncate(id_, n); }

@@ -299,3 +299,73 @@ TEST(Engine, ForksThePoolCouldNeverHoldAreRefusedBeforeTheyStart) {
 
 }  // namespace
 }  // namespace tally
+
+namespace tally {
+namespace {
+
+// A token pushed with a draft's guesses is evaluated with them in one step,
+// beside another sequence's plain decode: each row equals the logits a
+// sequence evaluated alone has at that position. A rollback leaves no block
+// of the prefix cache keyed on a rejected guess (the block of guesses past
+// the kept ones would otherwise stay findable), and the block the kept
+// tokens fill is keyed once a later write follows it.
+TEST(Engine, GuessesAreVerifiedInOneStepAndKeyedOnlyOnceKept) {
+  const auto tm = test::make_tiny_model();
+  const int64_t V = tm->model->config().n_vocab;
+  EngineOptions o = small();
+  o.logit_rows = o.max_sequences + 10;
+  Engine e(*tm->model, o);
+  const std::vector<int32_t> prompt = toks(5, 3, 1), other = toks(9, 5, 2);
+  const Engine::Id a = *e.admit(prompt).id, b = *e.admit(other).id;
+  while (!e.ready(a) || !e.ready(b)) e.step();
+  const std::vector<int32_t> guesses = {11, 12, 13, 14, 15, 16, 17, 18, 19, 21};
+  e.push(a, 10, guesses);
+  e.push(b, 20);
+  e.step();
+  ASSERT_TRUE(e.ready(a) && e.ready(b));
+  const auto rows = e.guess_logits(a);
+  ASSERT_EQ(rows.size(), static_cast<size_t>(11 * V));
+  std::vector<int32_t> all = prompt;
+  all.push_back(10);
+  all.insert(all.end(), guesses.begin(), guesses.end());  // positions 0..15: blocks 0..7 and 8..15
+  for (int64_t j = 0; j < 11; ++j) {
+    Engine alone(*tm->model, small());
+    const Engine::Id s = alone.open();
+    const auto want = alone.eval(s, std::span<const int32_t>(all).first(static_cast<size_t>(6 + j)));
+    EXPECT_EQ(std::vector<float>(rows.begin() + j * V, rows.begin() + (j + 1) * V),
+              std::vector<float>(want.begin(), want.end()))
+        << "row " << j;
+  }
+  EXPECT_EQ(std::vector<float>(e.logits(a).begin(), e.logits(a).end()),
+            std::vector<float>(rows.end() - V, rows.end()));
+  // Two guesses kept (positions 6, 7); block 1 (positions 8..15) held only rejected ones.
+  e.truncate(a, 8);
+  auto probe = [&](const std::vector<int32_t>& t) {
+    return e.cache().probe_prefix(t, static_cast<int64_t>(t.size())).positions;
+  };
+  EXPECT_EQ(probe(all), 0) << "a block was keyed on rejected guesses";
+  e.push(a, 30);  // the next write follows block 0, which the kept guesses filled
+  e.step();
+  std::vector<int32_t> kept(all.begin(), all.begin() + 8);
+  kept.push_back(30);
+  EXPECT_EQ(probe(kept), 8) << "the block of kept tokens was not keyed";
+}
+
+// A step short of rows gives guesses up from the end; the rows returned say how many were evaluated.
+TEST(Engine, GuessesBeyondTheRowsOfAStepAreDropped) {
+  const auto tm = test::make_tiny_model();
+  EngineOptions o = small();
+  o.logit_rows = o.max_sequences + 2;
+  Engine e(*tm->model, o);
+  const Engine::Id a = *e.admit(toks(6, 3, 1)).id;
+  while (!e.ready(a)) e.step();
+  const std::vector<int32_t> guesses = {1, 2, 3, 4, 5};
+  e.push(a, 7, guesses);
+  e.step();
+  ASSERT_TRUE(e.ready(a));
+  EXPECT_EQ(e.guess_logits(a).size(), static_cast<size_t>(3 * tm->model->config().n_vocab));
+  EXPECT_EQ(e.tokens(a).size(), 6u + 3u);
+}
+
+}  // namespace
+}  // namespace tally
