@@ -13,6 +13,7 @@ constexpr double kDecay = 0.9;            // of the counts, per step: the recent
 constexpr double kTimeWeight = 0.2;       // of the newest plain step in t0's average
 constexpr double kTimeDecay = 0.95;       // of the timed steps with guesses, per step
 constexpr double kMinSpread = 0.25;       // variance of their k under which no line is fitted
+constexpr double kStepDecay = 0.98;       // of the batched engine's timed steps, per step
 constexpr int64_t kProbeEvery = 16;       // steps between probes while speculation does not pay
 }  // namespace
 
@@ -101,8 +102,45 @@ void check_draft_vocabulary(const Tokenizer& target, int64_t target_logits, cons
            id, excerpt(draft.token_text(id)), excerpt(target.token_text(id)));
 }
 
+void LineFit::add(double x, double y) {
+  w_ = decay_ * w_ + 1;
+  sx_ = decay_ * sx_ + x;
+  sxx_ = decay_ * sxx_ + x * x;
+  sy_ = decay_ * sy_ + y;
+  sxy_ = decay_ * sxy_ + x * y;
+}
+
+StepGuesses::StepGuesses() : cost_(kStepDecay) {}
+
+void StepGuesses::record(int64_t tokens, double seconds) {
+  if (tokens > 0 && seconds > 0) cost_.add(static_cast<double>(tokens), seconds);
+}
+
+bool StepGuesses::timed() const { return !cost_.empty() && cost_.spread(kMinSpread) && cost_.slope() > 0; }
+
+std::vector<int64_t> StepGuesses::take(std::span<const Proposal> proposals, int64_t other) const {
+  std::vector<int64_t> out(proposals.size(), 0);
+  if (!timed()) return out;
+  const double a = std::max(cost_.intercept(), 0.0), b = cost_.slope();
+  // Every sequence's next token is sure; guess i of a proposal is kept with r^i.
+  double tokens = static_cast<double>(other + static_cast<int64_t>(proposals.size()));
+  double seconds = a + b * tokens;
+  std::vector<double> q(proposals.size());
+  for (size_t i = 0; i < proposals.size(); ++i) q[i] = proposals[i].r;
+  for (;;) {
+    size_t best = proposals.size();
+    for (size_t i = 0; i < proposals.size(); ++i)
+      if (out[i] < proposals[i].guesses && (best == proposals.size() || q[i] > q[best])) best = i;
+    if (best == proposals.size() || q[best] * seconds <= b * tokens) return out;
+    ++out[best];
+    tokens += q[best];
+    seconds += b;
+    q[best] *= proposals[best].r;
+  }
+}
+
 DraftLength::DraftLength(int64_t k_max, double prior_cost, double prior_kept)
-    : k_max_(k_max), prior_cost_(prior_cost), kept_(2 * prior_kept) {
+    : k_max_(k_max), prior_cost_(prior_cost), kept_(2 * prior_kept), steps_(kTimeDecay) {
   if (k_max < 1) fail("a draft of at least 1 token is needed, got {}", k_max);
   if (!(prior_cost > 0)) fail("a guess's prior cost must be > 0, got {}", prior_cost);
   if (!(prior_kept > 0 && prior_kept < 1)) fail("a guess's prior chance to be kept must be in (0, 1), got {}", prior_kept);
@@ -114,13 +152,12 @@ double DraftLength::gain(int64_t k) const {
   // the timed steps with guesses when their k varied; through t0 when k was
   // one value; the prior until timed.
   double a = 1, b = prior_cost_;
-  if (t0_ > 0 && w_ > 0) {
-    const double mk = sk_ / w_, mt = st_ / w_, var = skk_ / w_ - mk * mk;
-    if (var > kMinSpread) {
-      b = (skt_ / w_ - mk * mt) / var;
-      a = mt - b * mk;
+  if (t0_ > 0 && !steps_.empty()) {
+    if (steps_.spread(kMinSpread)) {
+      b = steps_.slope();
+      a = steps_.intercept();
     } else {
-      b = (mt - t0_) / mk;
+      b = (steps_.mean_y() - t0_) / steps_.mean_x();
       a = t0_;
     }
     a /= t0_;
@@ -153,14 +190,7 @@ int64_t DraftLength::next() {
 
 void DraftLength::record(int64_t proposed, int64_t accepted, double seconds) {
   if (seconds > 0 && proposed == 0) t0_ = t0_ > 0 ? (1 - kTimeWeight) * t0_ + kTimeWeight * seconds : seconds;
-  if (seconds > 0 && proposed > 0) {
-    const double k = static_cast<double>(proposed);
-    w_ = kTimeDecay * w_ + 1;
-    sk_ = kTimeDecay * sk_ + k;
-    skk_ = kTimeDecay * skk_ + k * k;
-    st_ = kTimeDecay * st_ + seconds;
-    skt_ = kTimeDecay * skt_ + k * seconds;
-  }
+  if (seconds > 0 && proposed > 0) steps_.add(static_cast<double>(proposed), seconds);
   if (proposed < 1) return;
   // Guesses are verified in order until one is rejected: accepted kept, and
   // one more tried when not all were kept.

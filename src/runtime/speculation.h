@@ -71,6 +71,27 @@ class DraftModel {
 void check_draft_vocabulary(const Tokenizer& target, int64_t target_logits, const Tokenizer& draft,
                             int64_t draft_logits);
 
+// A line y = a + b x fitted by least squares to recent points (each older
+// one weighing `decay` times less): the time of a step against its guesses
+// or tokens.
+class LineFit {
+ public:
+  explicit LineFit(double decay) : decay_(decay) {}
+  void add(double x, double y);
+  bool empty() const { return w_ == 0; }
+  double mean_x() const { return sx_ / w_; }
+  double mean_y() const { return sy_ / w_; }
+  // Whether x varied enough (variance > min_variance) to fit a slope.
+  bool spread(double min_variance) const { return variance() > min_variance; }
+  double slope() const { return (sxy_ / w_ - mean_x() * mean_y()) / variance(); }
+  double intercept() const { return mean_y() - slope() * mean_x(); }
+
+ private:
+  double variance() const { return w_ > 0 ? sxx_ / w_ - mean_x() * mean_x() : 0; }
+  double decay_;
+  double w_ = 0, sx_ = 0, sxx_ = 0, sy_ = 0, sxy_ = 0;
+};
+
 class DraftLength {
  public:
   // prior_cost: a guess's cost in one-token steps until the steps are timed;
@@ -82,6 +103,7 @@ class DraftLength {
   // (seconds; <= 0 when not measured).
   void record(int64_t proposed, int64_t accepted, double seconds = 0);
   double acceptance() const { return kept_ / tried_; }
+  int64_t k_max() const { return k_max_; }
   // Tokens per unit of time with k guesses, relative to a step of one token.
   double gain(int64_t k) const;
 
@@ -90,10 +112,39 @@ class DraftLength {
   double prior_cost_;
   double kept_, tried_ = 2;  // decayed counts of guesses kept and verified (a prior of two guesses)
   double t0_ = 0;  // seconds of a one-token step (0: not measured)
-  // Decayed sums over the timed steps with guesses (weight, k, k^2, seconds, k x seconds).
-  double w_ = 0, sk_ = 0, skk_ = 0, st_ = 0, skt_ = 0;
+  LineFit steps_;  // seconds against k, over the timed steps with guesses
   int64_t idle_ = 0;               // steps without speculation since the last probe
   bool timed_first_ = false;
+};
+
+// Speculation in a batched step (the server's): which guesses of the
+// sequences' proposals go into the next step. A step of n tokens costs
+// a + b n seconds (a line fitted to the engine's recent steps: a is reading
+// the weights, b each token's compute), and a guess kept with probability q
+// adds q tokens for b seconds. Taken in order of q, a guess goes in while it
+// raises the step's expected tokens per second: q > b T / S with T the
+// tokens and S the seconds of the step so far. A step already full of
+// sequences has a high T / S, so it takes only guesses almost sure to be
+// kept; one sequence alone takes guesses while the weights' read dominates.
+// Until steps of several sizes were timed, no guesses are taken.
+class StepGuesses {
+ public:
+  StepGuesses();
+  // A step's tokens and seconds.
+  void record(int64_t tokens, double seconds);
+  // One sequence's proposal: its guesses in order, each kept (given the ones
+  // before) with probability r.
+  struct Proposal {
+    int64_t guesses = 0;
+    double r = 0;
+  };
+  // How many of each proposal's guesses to take for a step that also
+  // evaluates `other` tokens (decodes without guesses, prefill chunks).
+  std::vector<int64_t> take(std::span<const Proposal> proposals, int64_t other) const;
+  bool timed() const;
+
+ private:
+  LineFit cost_;
 };
 
 }  // namespace tally

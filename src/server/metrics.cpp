@@ -57,6 +57,12 @@ void Metrics::tokens(int64_t prompt, int64_t completion) {
   completion_tokens_ += static_cast<uint64_t>(completion);
 }
 
+void Metrics::speculation(int64_t drafted, int64_t accepted) {
+  std::lock_guard<std::mutex> lock(m_);
+  drafted_ += static_cast<uint64_t>(drafted);
+  accepted_ += static_cast<uint64_t>(accepted);
+}
+
 void Metrics::ttft(double seconds) {
   std::lock_guard<std::mutex> lock(m_);
   ttft_.observe(seconds);
@@ -78,8 +84,12 @@ std::string Metrics::text(const EngineGauges& g) const {
       "# HELP tally_prompt_tokens_total Prompt tokens of finished generations.\n# TYPE tally_prompt_tokens_total counter\n"
       "tally_prompt_tokens_total {}\n"
       "# HELP tally_completion_tokens_total Generated tokens.\n# TYPE tally_completion_tokens_total counter\n"
-      "tally_completion_tokens_total {}\n",
-      prompt_tokens_, completion_tokens_);
+      "tally_completion_tokens_total {}\n"
+      "# HELP tally_speculation_drafted_total Guesses verified by speculative decoding.\n"
+      "# TYPE tally_speculation_drafted_total counter\ntally_speculation_drafted_total {}\n"
+      "# HELP tally_speculation_accepted_total Guesses kept by speculative decoding.\n"
+      "# TYPE tally_speculation_accepted_total counter\ntally_speculation_accepted_total {}\n",
+      prompt_tokens_, completion_tokens_, drafted_, accepted_);
   auto gauge = [&](const char* name, const char* help, int64_t v) {
     out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n{} {}\n", name, help, name, name, v);
   };

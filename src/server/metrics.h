@@ -46,6 +46,8 @@ class Metrics {
   // `route`: a route of the server, or "other".
   void request(const std::string& route, int status);
   void tokens(int64_t prompt, int64_t completion);
+  // Speculation: guesses a step verified for a sequence, and kept.
+  void speculation(int64_t drafted, int64_t accepted);
   void ttft(double seconds);
   void inter_token(double seconds);
   std::string text(const EngineGauges& g) const;
@@ -54,6 +56,7 @@ class Metrics {
   mutable std::mutex m_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   uint64_t prompt_tokens_ = 0, completion_tokens_ = 0;
+  uint64_t drafted_ = 0, accepted_ = 0;
   Histogram ttft_, itl_;
 };
 

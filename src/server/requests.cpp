@@ -27,7 +27,7 @@ constexpr std::array kSamplingFields = {"model",         "max_tokens",       "ma
                                         "top_p",         "top_k",            "min_p",                 "n",
                                         "seed",          "stop",             "presence_penalty",      "frequency_penalty",
                                         "stream",        "stream_options",   "logit_bias",            "logprobs",
-                                        "user",          "response_format"};
+                                        "user",          "response_format",  "speculate",             "draft_max"};
 constexpr std::array kChatFields = {"messages", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls"};
 constexpr std::array kCompletionFields = {"prompt"};
 constexpr std::array kEmbeddingFields = {"model", "input", "encoding_format", "dimensions", "user"};
@@ -133,6 +133,13 @@ void common_fields(const json& b, GenerationRequest& r) {
     r.seeded = true;
   }
   if (field(b, "n")) r.n = static_cast<int>(integer(b, "n", 1, 16));
+  if (const json* v = field(b, "speculate")) {
+    if (!v->is_string() || (*v != "lookup" && *v != "off"))
+      bad_request("speculate", "'speculate' must be \"lookup\" or \"off\", not {}",
+                  v->is_string() ? "'" + excerpt(v->get_ref<const std::string&>()) + "'" : std::string(json_type(*v)));
+    r.speculate = v->get<std::string>();
+  }
+  if (field(b, "draft_max")) r.draft_max = integer(b, "draft_max", 1, 64);
   for (const char* name : {"max_completion_tokens", "max_tokens"})
     if (field(b, name)) {
       r.max_tokens = integer(b, name, 1, int64_t{1} << 30);

@@ -58,6 +58,10 @@ struct GenerationRequest {
   // model's vocabulary: a required call (server/tool_calls.h
   // call_constraint) or the response format's; none: any text.
   std::optional<grammar::Constraint> constraint;
+  // Extensions: speculative decoding ("lookup" or "off"; "": the server's
+  // default), and at most how many guesses a step verifies (0: the server's).
+  std::string speculate;
+  int64_t draft_max = 0;
 };
 
 // What the model's chat template can do with tools.

@@ -14,13 +14,29 @@
 
 namespace tally::server {
 
-// One choice of a running request: its sequence and its generation step.
+namespace {
+// Rows of logits a step keeps for guesses, beyond one per sequence.
+int64_t guess_rows(const SchedulerLimits& l) { return 4 * l.draft_max; }
+
+EngineOptions with_guess_rows(EngineOptions eo, const SchedulerLimits& l) {
+  eo.logit_rows = std::max(eo.logit_rows, eo.max_sequences + guess_rows(l));
+  return eo;
+}
+}  // namespace
+
+// One choice of a running request: its sequence and its generation step;
+// with speculation, its lookup's acceptance and the token it pushes next.
 struct Scheduler::Choice {
   Engine::Id id;
   Generation gen;
   bool done = false;
   Job::Clock::time_point last_token{};
-  Choice(Engine::Id i, const GenerationParams& p, const Tokenizer& tok) : id(i), gen(p, &tok) {}
+  std::optional<DraftLength> draft;  // speculating: at most draft_max guesses a step
+  bool waiting = false;              // gen.next() is to be pushed
+  Choice(Engine::Id i, const GenerationParams& p, const Tokenizer& tok, int64_t draft_max)
+      : id(i), gen(p, &tok) {
+    if (draft_max > 0) draft.emplace(draft_max);
+  }
 };
 
 struct Scheduler::Running {
@@ -28,6 +44,7 @@ struct Scheduler::Running {
   std::vector<Choice> choices;  // choices[0] holds the prompt; the others are forked once it is evaluated
   bool forked = false;
   GenerationParams params;      // of choice 0; choice i samples with seed + i
+  int64_t draft_max = 0;        // guesses per step (0: no speculation)
 };
 
 Scheduler::Scheduler(const Model& model, const Tokenizer& tok, const EngineOptions& eo, const SchedulerLimits& limits,
@@ -36,12 +53,15 @@ Scheduler::Scheduler(const Model& model, const Tokenizer& tok, const EngineOptio
       tok_(tok),
       limits_(limits),
       metrics_(metrics),
-      engine_(model, eo),
+      engine_(model, with_guess_rows(eo, limits)),
       n_ctx_(std::min(engine_.n_ctx(), model.config().n_ctx_train)) {
   // Every request passes through the queue, if only until the engine thread's next turn: 0 would refuse them all.
   if (limits.max_queue < 1) fail("--queue must be at least 1, got {}", limits.max_queue);
   if (limits.max_sequences < 1) fail("--parallel must be at least 1, got {}", limits.max_sequences);
   if (limits.max_tokens < 1) fail("--max-tokens must be at least 1, got {}", limits.max_tokens);
+  if (limits.draft_max < 1) fail("--draft-max must be at least 1, got {}", limits.draft_max);
+  if (limits.speculate && limits.sinks >= 0)
+    fail("--speculate rolls back a reply's cache: not with a sliding window (--sinks)");
   if (limits.sinks >= 0 && limits.sinks + engine_.cache().block_size() + 1 > n_ctx_)
     fail("--sinks {} leaves no room to slide in a context of {}: it needs at least sinks + {} + 1 positions",
          limits.sinks, n_ctx_, engine_.cache().block_size());
@@ -69,6 +89,15 @@ std::shared_ptr<Job> Scheduler::submit(GenerationRequest r) {
   if (r.n > limits_.max_sequences)
     bad_request("n", "'n' is {}, more than the {} sequences this server runs at once (--parallel)", r.n,
                 limits_.max_sequences);
+  if (r.speculate == "lookup" && limits_.sinks >= 0)
+    bad_request("speculate", "'speculate' rolls back a reply's cache: this server slides its window (--sinks)");
+  const bool speculate = r.speculate.empty() ? limits_.speculate : r.speculate == "lookup";
+  if (r.draft_max > 0 && !speculate)
+    bad_request("draft_max", "'draft_max' sets the guesses of speculative decoding, which is off for this request: "
+                             "give 'speculate': 'lookup' too");
+  if (r.draft_max > limits_.draft_max)
+    bad_request("draft_max", "'draft_max' is {}, more than the {} guesses this server verifies per step (--draft-max)",
+                r.draft_max, limits_.draft_max);
   std::shared_ptr<Job> job;
   {
     std::lock_guard<std::mutex> lock(m_);
@@ -209,7 +238,9 @@ bool Scheduler::try_admit(const std::shared_ptr<Job>& job) {
   r->params.is_stop = [this](int32_t id) { return tok_.is_end_of_generation(id); };
   r->params.top_logprobs = req.logprobs ? req.top_logprobs : -1;
   r->params.constraint = req.constraint;
-  r->choices.emplace_back(*a.id, r->params, tok_);
+  const bool speculate = req.speculate.empty() ? limits_.speculate : req.speculate == "lookup";
+  r->draft_max = speculate ? (req.draft_max > 0 ? req.draft_max : limits_.draft_max) : 0;
+  r->choices.emplace_back(*a.id, r->params, tok_, r->draft_max);
   running_sequences_ += req.n;
   running_.push_back(std::move(r));
   return true;
@@ -246,37 +277,103 @@ void Scheduler::advance(Running& r) {
     for (int i = 1; i < req.n; ++i) {
       GenerationParams p = r.params;
       p.sampling.seed += static_cast<uint64_t>(i);
-      r.choices.emplace_back(engine_.fork(r.choices[0].id), p, tok_);
+      r.choices.emplace_back(engine_.fork(r.choices[0].id), p, tok_, r.draft_max);
     }
     r.forked = true;
   }
+  const int64_t V = model_.config().n_vocab;
   for (Choice& c : r.choices) {
     if (c.done || !engine_.ready(c.id)) continue;
     const bool sliding = limits_.sinks >= 0;
-    const int64_t room = sliding ? std::numeric_limits<int64_t>::max() : engine_.room(c.id);
-    std::optional<Emission> em;
-    try {
-      em = c.gen.step(engine_.logits(c.id), engine_.tokens(c.id), room);
-    } catch (const Error& e) {
-      // No token could be picked (the model's logits are not finite): this
-      // choice ends with finish_reason "error"; the server goes on.
-      fmt::print(stderr, "tally serve: {} choice {}: {}\n", r.job->id(), &c - r.choices.data(), e.what());
-      finish_choice(r, c, Finish::Failed);
-      continue;
+    // One row of logits, or one for the token pushed and each guess the step
+    // verified after it: the guesses are the last rows - 1 tokens.
+    const std::span<const float> rows = engine_.guess_logits(c.id);
+    const int64_t n_rows = static_cast<int64_t>(rows.size()) / V;
+    const std::vector<int32_t>& tokens = engine_.tokens(c.id);
+    const int64_t base = static_cast<int64_t>(tokens.size()) - n_rows;  // positions before the first row's token
+    int64_t kept = 0;
+    for (int64_t j = 0; j < n_rows; ++j) {
+      const bool guessed = j + 1 < n_rows;
+      const std::span<const float> row = rows.subspan(static_cast<size_t>(j * V), static_cast<size_t>(V));
+      const std::span<const int32_t> history(tokens.data(), static_cast<size_t>(base + j + 1));
+      // The room after this row's token: the guesses after it are not kept yet.
+      const int64_t room = sliding ? std::numeric_limits<int64_t>::max() : engine_.room(c.id) + (n_rows - 1 - j);
+      std::optional<Emission> em;
+      try {
+        em = guessed ? c.gen.step(row, history, room, Guess{tokens[static_cast<size_t>(base + j + 1)], {}})
+                     : c.gen.step(row, history, room);
+      } catch (const Error& e) {
+        // No token could be picked (the model's logits are not finite): this
+        // choice ends with finish_reason "error"; the server goes on.
+        fmt::print(stderr, "tally serve: {} choice {}: {}\n", r.job->id(), &c - r.choices.data(), e.what());
+        c.gen.end(Finish::Failed);
+        break;
+      }
+      if (em) {
+        const auto now = Job::Clock::now();
+        if (c.gen.generated() > 1) metrics_.inter_token(std::chrono::duration<double>(now - c.last_token).count());
+        c.last_token = now;
+        emit(r, c, *em);
+      }
+      if (!guessed || !c.gen.took_guess() || c.gen.finished()) break;
+      ++kept;  // the guess is in the cache already
     }
-    if (em) {
-      const auto now = Job::Clock::now();
-      if (c.gen.generated() > 1) metrics_.inter_token(std::chrono::duration<double>(now - c.last_token).count());
-      c.last_token = now;
-      emit(r, c, *em);
+    if (n_rows > 1) {
+      c.draft->record(n_rows - 1, kept);
+      metrics_.speculation(n_rows - 1, kept);
+      if (base + 1 + kept < static_cast<int64_t>(tokens.size())) engine_.truncate(c.id, base + 1 + kept);
     }
     if (c.gen.finished()) {
       finish_choice(r, c, c.gen.finish());
       continue;
     }
     if (sliding && engine_.room(c.id) == 0) engine_.slide(c.id, 1, limits_.sinks);
-    engine_.push(c.id, c.gen.next());
+    c.waiting = true;
   }
+}
+
+void Scheduler::push_next() {
+  // Each speculating choice's proposal: the lookup's guesses (as many as
+  // fit its draft length and its room), kept each with its acceptance rate.
+  struct Wanted {
+    Choice* c;
+    std::vector<int32_t> guesses;
+  };
+  std::vector<Wanted> wanted;
+  std::vector<StepGuesses::Proposal> proposals;
+  int64_t other = 0;
+  const PromptLookup lookup;
+  std::vector<int32_t> history;
+  for (auto& r : running_)
+    for (Choice& c : r->choices) {
+      if (c.done || !c.waiting) continue;
+      const int64_t room = engine_.room(c.id) - 1;
+      if (!c.draft || room < 1) {
+        ++other;
+        continue;
+      }
+      history = engine_.tokens(c.id);
+      history.push_back(c.gen.next());
+      Wanted w{&c, lookup.propose(history, std::min(c.draft->k_max(), room))};
+      if (w.guesses.empty()) {
+        ++other;
+        continue;
+      }
+      proposals.push_back({static_cast<int64_t>(w.guesses.size()), c.draft->acceptance()});
+      wanted.push_back(std::move(w));
+    }
+  const std::vector<int64_t> take = step_guesses_.take(proposals, other);
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    wanted[i].guesses.resize(static_cast<size_t>(take[i]));
+    wanted[i].c->waiting = false;
+    engine_.push(wanted[i].c->id, wanted[i].c->gen.next(), wanted[i].guesses);
+  }
+  for (auto& r : running_)
+    for (Choice& c : r->choices)
+      if (!c.done && c.waiting) {
+        c.waiting = false;
+        engine_.push(c.id, c.gen.next());
+      }
 }
 
 void Scheduler::loop() {
@@ -314,12 +411,17 @@ void Scheduler::loop() {
         for (Choice& c : r->choices)
           if (!c.done) finish_choice(*r, c, Finish::Cancelled);
     if (!running_.empty()) {
+      const uint64_t tokens = engine_.counters().tokens;
+      const auto t0 = std::chrono::steady_clock::now();
       engine_.step();
+      step_guesses_.record(static_cast<int64_t>(engine_.counters().tokens - tokens),
+                           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       for (auto& r : running_) {
         advance(*r);
         for (Choice& c : r->choices)
           if (!c.done && engine_.stopped(c.id)) finish_choice(*r, c, Finish::ContextFull);
       }
+      push_next();
     }
     // Finished requests leave the running set.
     for (auto it = running_.begin(); it != running_.end();) {

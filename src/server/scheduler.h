@@ -10,6 +10,13 @@
 // (at most max_queue; beyond, submit refuses with 429) until the pool can
 // hold its prompt and its n sequences fit the running limit. Cancelling a
 // job (a client gone) frees its blocks at the next loop turn.
+//
+// Speculation (prompt lookup, per request or by the server's default): a
+// choice pushes its next token with the guesses the lookup proposes, the step
+// verifies them with a row of logits each, the choice keeps the ones its
+// generation step takes and truncates the rest. Which guesses go into a step
+// is StepGuesses' choice (runtime/speculation.h): a step already full of
+// sequences takes only guesses almost sure to be kept.
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -21,6 +28,7 @@
 
 #include "runtime/engine.h"
 #include "runtime/generation.h"
+#include "runtime/speculation.h"
 #include "server/job.h"
 #include "server/metrics.h"
 #include "tokenizer/tokenizer.h"
@@ -34,6 +42,10 @@ struct SchedulerLimits {
   // >= 0: a sequence that fills its context slides (StreamingLLM, Engine::slide),
   // keeping this many first tokens, instead of ending; only max_tokens ends it.
   int64_t sinks = -1;
+  // Speculation: whether a request that does not say speculates (prompt
+  // lookup), and the most guesses one step verifies for a sequence.
+  bool speculate = false;
+  int64_t draft_max = 8;
 };
 
 // Embeddings of one request's inputs, computed by the engine thread (one
@@ -86,6 +98,7 @@ class Scheduler {
   void loop();
   bool try_admit(const std::shared_ptr<Job>& job);
   void advance(Running& r);  // samples every ready choice of r
+  void push_next();          // pushes every choice's next token, with the guesses this step takes
   bool embed_one();          // the next input of the oldest embedding job; false when none waits
   void emit(Running& r, Choice& c, const Emission& em);
   void finish_choice(Running& r, Choice& c, Finish why);
@@ -99,6 +112,7 @@ class Scheduler {
   int64_t n_ctx_;
   std::vector<std::unique_ptr<Running>> running_;  // engine thread only
   int64_t running_sequences_ = 0;                  // engine thread only
+  StepGuesses step_guesses_;                       // engine thread only
 
   mutable std::mutex m_;
   std::condition_variable cv_;

@@ -37,6 +37,8 @@ expect_usage "an int flag past 2^31 names its range" "tally run" "--top-k: 30000
 expect_usage "logits --top 2^63" "tally logits" "--top: 9223372036854775808 is out of range \\(1 to 1048576\\)" "$tally" logits -p hi --top 9223372036854775808
 expect_usage "bench -r 2^31" "tally bench" "--repetitions: 2147483648 is out of range \\(1 to 1000\\)" "$tally" bench -r 2147483648
 expect_usage "serve --drain-seconds 2^31" "tally serve" "--drain-seconds: 2147483648 is out of range \\(0 to 86400\\)" "$tally" serve --drain-seconds 2147483648
+expect_usage "serve --speculate with --sinks" "tally serve" "--speculate lookup rolls back a reply's cache: not with a sliding window \\(--sinks\\)" "$tally" serve -m "$model" --speculate lookup --sinks 4
+expect_usage "serve --draft-max 0" "tally serve" "--draft-max: 0 is out of range \\(1 to 64\\)" "$tally" serve --draft-max 0
 expect_usage "-p and -f together" "tally run" "-p and -f both give the prompt" "$tally" run -p hi -f /etc/hostname
 expect_usage "--length-penalty without --beam" "tally run" "--length-penalty scores beams: it needs --beam W" "$tally" run -p hi --length-penalty 2
 expect_usage "--no-prefix-cache with one sequence" "tally run" "--no-prefix-cache is for several sequences" "$tally" run -p hi --no-prefix-cache

@@ -74,6 +74,7 @@ void add_serve(CLI::App& app) {
     std::string max_body = "4MiB";
     std::string alias;
     int drain_seconds = 30;
+    std::string speculate = "off";
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching (GET / for a web page)");
@@ -123,6 +124,16 @@ void add_serve(CLI::App& app) {
                   "Slide a reply's window past the context (StreamingLLM) keeping the first N tokens: only "
                   "--max-tokens/max_tokens ends a reply (default: off, a full context ends it)")
       ->transform(integer_in(0, kMaxContextTokens));
+  cmd->add_option("--speculate", o->speculate,
+                  "Speculative decoding by prompt lookup for requests that do not say ('speculate' in a request "
+                  "overrides it): 'lookup' or 'off'. A step takes guesses only while they raise its expected tokens "
+                  "per second, so a step full of sequences takes few")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"lookup", "off"}));
+  cmd->add_option("--draft-max", o->limits.draft_max,
+                  "The most guesses a step verifies for one sequence (a request's 'draft_max' may ask for fewer)")
+      ->capture_default_str()
+      ->transform(integer_in(1, 64));
   cmd->add_option("--drain-seconds", o->drain_seconds, "On SIGTERM, how long running requests may finish")
       ->capture_default_str()
       ->transform(integer_in(0, 86400));
@@ -132,6 +143,9 @@ void add_serve(CLI::App& app) {
       usage_fail("-c {} leaves no room for a chat prompt and a reply: serve needs at least {} positions", o->m.ctx,
            kMinServeContext);
     o->s.http.limits.max_body_bytes = parse_byte_count(o->max_body, "--max-body");
+    o->limits.speculate = o->speculate == "lookup";
+    if (o->limits.speculate && o->limits.sinks >= 0)
+      usage_fail("--speculate lookup rolls back a reply's cache: not with a sliding window (--sinks)");
     if (!o->api_key_file.empty()) o->s.api_key = read_api_key_file(o->api_key_file);
     // Signals are taken by one thread (below); every other thread starts with them blocked.
     sigset_t sigs;
