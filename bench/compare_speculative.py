@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
-"""Speculative decoding by prompt lookup: tally with and without it, and
-llama.cpp's own `llama-lookup`, on held code-edit and chat tasks
-(bench/speculative_tasks.json), greedy, interleaved, medians.
+"""Speculative decoding: tally with and without it (prompt lookup, and with
+--draft a draft model), and llama.cpp's own `llama-lookup` and
+`llama-speculative`, on held code-edit and chat tasks
+(bench/speculative_tasks.json, the tasks of `tally lab speculative`),
+greedy, interleaved, medians.
 
 For each task and thread count, every round runs in turn:
 
   tally run -m F -p PROMPT -n N --temp 0 -t T --json                      (off)
   tally run ... --speculate lookup --draft-max K                          (lookup)
-  llama-lookup -m F -f PROMPT_FILE -n N --temp 0 -t T --draft-max K -c C  (llama.cpp)
+  llama-lookup -m F -f PROMPT_FILE -n N --temp 0 -t T --spec-draft-n-max K -c C  (llama.cpp)
+  and with --draft D:
+  tally run ... --draft D --draft-max K                                   (draft)
+  llama-speculative -m F -md D -f PROMPT_FILE -n N --temp 0 -t T --spec-draft-n-max K -c C
 
 PROMPT is the user's message in the model's chat template, rendered by
 Python's jinja2 from the template in the GGUF file (gguf-py), and given to
@@ -57,10 +62,12 @@ def chat_prompt(gguf_file, user):
     return env.from_string(template).render(messages=[{"role": "user", "content": user}], add_generation_prompt=True)
 
 
-def run_tally(a, model, prompt, threads, k):
+def run_tally(a, model, prompt, threads, k, draft=None):
     cmd = [a.tally, "run", "-m", str(model), "-p", prompt, "-n", str(a.n), "--temp", "0", "-t", str(threads),
            "-c", str(a.ctx), "--json"]
-    if k:
+    if k and draft:
+        cmd += ["--draft", str(draft), "--draft-max", str(k)]
+    elif k:
         cmd += ["--speculate", "lookup", "--draft-max", str(k)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
     if p.returncode != 0:
@@ -71,15 +78,17 @@ def run_tally(a, model, prompt, threads, k):
             "accepted": s.get("accepted", 0)}
 
 
-def run_llama_lookup(a, model, prompt_file, threads, k):
-    exe = Path(a.llama_bin) / "llama-lookup"
+def run_llama_lookup(a, model, prompt_file, threads, k, draft=None):
+    exe = Path(a.llama_bin) / ("llama-speculative" if draft else "llama-lookup")
     cmd = [str(exe), "-m", str(model), "-f", str(prompt_file), "-n", str(a.n), "--temp", "0", "-t", str(threads),
-           "--draft-max", str(k), "-c", str(a.ctx), "--no-warmup"]
+           "--spec-draft-n-max", str(k), "-c", str(a.ctx)]
+    if draft:
+        cmd += ["-md", str(draft)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
     out = p.stdout + p.stderr
     m = re.search(r"decoded\s+(\d+)\s+tokens in\s+([\d.]+)\s+seconds", out)
     if p.returncode != 0 or not m:
-        sys.exit(f"compare_speculative: llama-lookup failed ({p.returncode}): {out[-600:]}")
+        sys.exit(f"compare_speculative: {exe.name} failed ({p.returncode}): {out[-600:]}")
     acc = re.search(r"n_accept\s*=\s*(\d+)", out)
     drafted = re.search(r"n_drafted\s*=\s*(\d+)", out)
     return {"tps": int(m.group(1)) / float(m.group(2)), "tokens_n": int(m.group(1)),
@@ -97,9 +106,11 @@ def main():
     ap.add_argument("--ctx", type=int, default=4096)
     ap.add_argument("--draft-max", type=int, default=8)
     ap.add_argument("--tasks", default=str(ROOT / "bench/speculative_tasks.json"))
+    ap.add_argument("--draft", help="also a draft model (tally --draft, llama-speculative -md), e.g. qwen2.5-coder:0.5b")
     ap.add_argument("--json", help="write every run's figures to this file")
     a = ap.parse_args()
     model = model_path(a.model)
+    draft = model_path(a.draft) if a.draft else None
     tasks = json.loads(Path(a.tasks).read_text())
     have_llama = (Path(a.llama_bin) / "llama-lookup").exists()
     if not have_llama:
@@ -113,14 +124,18 @@ def main():
                 pf = Path(tmp) / f"{t['name']}.txt"
                 pf.write_text(prompt)
                 for threads in [int(x) for x in a.threads.split(",")]:
-                    runs = {"off": [], "lookup": [], "llama": []}
+                    runs = {"off": [], "lookup": [], "llama": [], "draft": [], "llama_draft": []}
                     for _ in range(a.reps):
                         runs["off"].append(run_tally(a, model, prompt, threads, 0))
                         runs["lookup"].append(run_tally(a, model, prompt, threads, a.draft_max))
                         if have_llama:
                             runs["llama"].append(run_llama_lookup(a, model, pf, threads, a.draft_max))
+                        if draft:
+                            runs["draft"].append(run_tally(a, model, prompt, threads, a.draft_max, draft))
+                            if have_llama:
+                                runs["llama_draft"].append(run_llama_lookup(a, model, pf, threads, a.draft_max, draft))
                     med = {m: statistics.median(r["tps"] for r in v) for m, v in runs.items() if v}
-                    same = all(r["tokens"] == runs["off"][0]["tokens"] for r in runs["lookup"])
+                    same = all(r["tokens"] == runs["off"][0]["tokens"] for r in runs["lookup"] + runs["draft"])
                     lk = runs["lookup"][0]
                     row = {"kind": kind, "task": t["name"], "threads": threads, "tokens": len(runs["off"][0]["tokens"]),
                            "off": med["off"], "lookup": med["lookup"], "same": same,
@@ -128,6 +143,12 @@ def main():
                     if "llama" in med:
                         row["llama"] = med["llama"]
                         row["llama_tokens"] = runs["llama"][0]["tokens_n"]
+                    if "draft" in med:
+                        d = runs["draft"][0]
+                        row["draft"] = med["draft"]
+                        row["draft_kept"] = d["accepted"] / d["drafted"] if d["drafted"] else 0.0
+                    if "llama_draft" in med:
+                        row["llama_draft"] = med["llama_draft"]
                     rows.append(row)
                     raw.append({**row, "runs": {m: [r["tps"] for r in v] for m, v in runs.items()}})
                     print(json.dumps(row), file=sys.stderr, flush=True)
@@ -146,6 +167,16 @@ def main():
         if have_llama:
             line += f" {r['llama']:.1f} ({r['llama_tokens']}) | {r['lookup'] / r['llama']:.2f}x |"
         print(line)
+    if draft:
+        print("\n| task | threads | tally off tok/s | tally draft tok/s | speedup | guesses kept |"
+              + (" llama-speculative tok/s | tally draft / llama-speculative |" if have_llama else ""))
+        print("|---|---|---|---|---|---|" + ("---|---|" if have_llama else ""))
+        for r in rows:
+            line = (f"| {r['kind']}: {r['task']} | {r['threads']} | {r['off']:.1f} | {r['draft']:.1f} | "
+                    f"{r['draft'] / r['off']:.2f}x | {100 * r['draft_kept']:.0f}% |")
+            if have_llama:
+                line += f" {r['llama_draft']:.1f} | {r['draft'] / r['llama_draft']:.2f}x |"
+            print(line)
     for kind in ("code-edit", "chat"):
         for threads in sorted({r["threads"] for r in rows}):
             sel = [r for r in rows if r["kind"] == kind and r["threads"] == threads]
@@ -154,6 +185,10 @@ def main():
                 extra = ""
                 if have_llama:
                     extra = f", against llama-lookup {statistics.geometric_mean([r['lookup'] / r['llama'] for r in sel]):.2f}x"
+                if draft:
+                    extra += f"; draft / off {statistics.geometric_mean([r['draft'] / r['off'] for r in sel]):.2f}x"
+                    if have_llama:
+                        extra += f", against llama-speculative {statistics.geometric_mean([r['draft'] / r['llama_draft'] for r in sel]):.2f}x"
                 print(f"\n{kind}, {threads} thread(s): lookup / off {g:.2f}x (geometric mean){extra}")
 
 

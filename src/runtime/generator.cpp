@@ -85,6 +85,8 @@ void speculate(Session& s, Generation& gen, const GenerateOptions& o, std::span<
     r.accepted += kept;
     const int64_t keep = base + 1 + kept;
     if (s.length() > keep) {
+      const int64_t bs = s.cache().block_size();
+      r.rolled_back_blocks += (s.length() - 1) / bs - keep / bs + 1;
       r.rolled_back += s.length() - keep;
       s.truncate(keep);
     }

@@ -52,6 +52,7 @@ struct GenerateResult {
   // Speculation: guesses verified, and kept; positions written then rolled
   // back, in the target's cache and in the draft model's.
   int64_t drafted = 0, accepted = 0, rolled_back = 0, draft_rolled_back = 0;
+  int64_t rolled_back_blocks = 0;  // blocks of the target's cache a rollback wrote into (summed over rollbacks)
 
   // Tokens chosen from the decode steps' logits (the first comes from the
   // prefill's; an end token counts): decode_steps without speculation, more

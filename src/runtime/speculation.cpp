@@ -15,6 +15,8 @@ constexpr double kTimeDecay = 0.95;       // of the timed steps with guesses, pe
 constexpr double kMinSpread = 0.25;       // variance of their k under which no line is fitted
 constexpr double kStepDecay = 0.98;       // of the batched engine's timed steps, per step
 constexpr int64_t kProbeEvery = 16;       // steps between probes while speculation does not pay
+constexpr int64_t kPlainFirst = 2;        // steps without guesses at the start, to time t0
+constexpr int64_t kRetimeEvery = 32;      // steps with guesses between steps that time t0 again
 }  // namespace
 
 PromptLookup::PromptLookup(int ngram_min, int ngram_max) : ngram_min_(ngram_min), ngram_max_(ngram_max) {
@@ -171,8 +173,12 @@ double DraftLength::gain(int64_t k) const {
 }
 
 int64_t DraftLength::next() {
-  if (!timed_first_ && t0_ == 0) {  // a first step without guesses times a one-token step, what a guess's cost is measured against
-    timed_first_ = true;
+  // The first steps have no guesses: they time a one-token step, what a
+  // guess's cost is measured against (the first of them, cold after the
+  // prefill, is not counted); while guessing, one step in kRetimeEvery has
+  // none, to time it again as the context grows.
+  if (plain_ < kPlainFirst && t0_ == 0) {
+    ++plain_;
     return 0;
   }
   int64_t best = 0;
@@ -181,15 +187,19 @@ int64_t DraftLength::next() {
     if (const double g = gain(k); g > best_gain) best = k, best_gain = g;
   if (best > 0) {
     idle_ = 0;
-    return best;
+    if (++since_plain_ < kRetimeEvery) return best;
+    since_plain_ = 0;
+    return 0;
   }
+  since_plain_ = 0;
   if (++idle_ < kProbeEvery) return 0;
   idle_ = 0;
   return 1;  // a probe: one guess, to see whether they are kept again
 }
 
 void DraftLength::record(int64_t proposed, int64_t accepted, double seconds) {
-  if (seconds > 0 && proposed == 0) t0_ = t0_ > 0 ? (1 - kTimeWeight) * t0_ + kTimeWeight * seconds : seconds;
+  if (seconds > 0 && proposed == 0 && ++plain_timed_ > 1)
+    t0_ = t0_ > 0 ? (1 - kTimeWeight) * t0_ + kTimeWeight * seconds : seconds;
   if (seconds > 0 && proposed > 0) steps_.add(static_cast<double>(proposed), seconds);
   if (proposed < 1) return;
   // Guesses are verified in order until one is rejected: accepted kept, and

@@ -13,7 +13,8 @@
 // costs a + b k: a line fitted to the times of recent steps with guesses
 // (decayed least squares; a > t0, a step of one token, where speculating has
 // a cost of its own, as a draft model catching up does), measured against t0
-// (the first step has no guesses, to time it). k = 0 when no k beats one
+// (the first steps have no guesses, to time it, and so has one step in 32
+// later, to time it again). k = 0 when no k beats one
 // token per t0, with a probe now and then to learn whether guesses got better.
 // DraftModel guesses with a smaller model of the same vocabulary, in a
 // session of its own.
@@ -114,7 +115,8 @@ class DraftLength {
   double t0_ = 0;  // seconds of a one-token step (0: not measured)
   LineFit steps_;  // seconds against k, over the timed steps with guesses
   int64_t idle_ = 0;               // steps without speculation since the last probe
-  bool timed_first_ = false;
+  int64_t plain_ = 0, plain_timed_ = 0;  // plain steps asked for at the start; plain steps timed
+  int64_t since_plain_ = 0;               // steps with guesses since the last plain one
 };
 
 // Speculation in a batched step (the server's): which guesses of the

@@ -91,8 +91,7 @@ std::shared_ptr<Job> Scheduler::submit(GenerationRequest r) {
                 limits_.max_sequences);
   if (r.speculate == "lookup" && limits_.sinks >= 0)
     bad_request("speculate", "'speculate' rolls back a reply's cache: this server slides its window (--sinks)");
-  const bool speculate = r.speculate.empty() ? limits_.speculate : r.speculate == "lookup";
-  if (r.draft_max > 0 && !speculate)
+  if (r.draft_max > 0 && !speculates(r))
     bad_request("draft_max", "'draft_max' sets the guesses of speculative decoding, which is off for this request: "
                              "give 'speculate': 'lookup' too");
   if (r.draft_max > limits_.draft_max)
@@ -238,8 +237,7 @@ bool Scheduler::try_admit(const std::shared_ptr<Job>& job) {
   r->params.is_stop = [this](int32_t id) { return tok_.is_end_of_generation(id); };
   r->params.top_logprobs = req.logprobs ? req.top_logprobs : -1;
   r->params.constraint = req.constraint;
-  const bool speculate = req.speculate.empty() ? limits_.speculate : req.speculate == "lookup";
-  r->draft_max = speculate ? (req.draft_max > 0 ? req.draft_max : limits_.draft_max) : 0;
+  r->draft_max = speculates(req) ? (req.draft_max > 0 ? req.draft_max : limits_.draft_max) : 0;
   r->choices.emplace_back(*a.id, r->params, tok_, r->draft_max);
   running_sequences_ += req.n;
   running_.push_back(std::move(r));

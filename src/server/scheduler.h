@@ -99,6 +99,10 @@ class Scheduler {
   bool try_admit(const std::shared_ptr<Job>& job);
   void advance(Running& r);  // samples every ready choice of r
   void push_next();          // pushes every choice's next token, with the guesses this step takes
+  // Whether the request speculates: its 'speculate', else the server's default.
+  bool speculates(const GenerationRequest& r) const {
+    return r.speculate.empty() ? limits_.speculate : r.speculate == "lookup";
+  }
   bool embed_one();          // the next input of the oldest embedding job; false when none waits
   void emit(Running& r, Choice& c, const Emission& em);
   void finish_choice(Running& r, Choice& c, Finish why);

@@ -235,6 +235,24 @@ assert 0 < accepted < drafted, (accepted, drafted)
   expect_usage "--draft with --speculate lookup" "tally run" "--draft x is a draft model for --speculate draft, not --speculate lookup" "$tally" run -m "$model" -p hi --speculate lookup --draft x
   expect_usage "--draft with --beam" "tally run" "--speculate rolls back one sequence's cache: not with --beam" "$tally" run -m "$model" -p hi --draft "$model" --beam 2
   expect_error "--draft that names no model" "^tally: error: --draft no-such-draft: .*no such file, catalog model" "$tally" run -m "$model" -p hi --draft no-such-draft
+  # lab speculative: every setting writes greedy's tokens; guesses kept <= made; the plot lands; the held tasks list.
+  if "$tally" lab speculative -m "$model" --tasks code-edit --k 2 -n 16 --json --plot "$tmp/spec.png" >"$tmp/lab_spec.json" 2>/dev/null &&
+      python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["source"] == "lookup" and [p["k"] for p in j["points"]] == ["off", "2", "auto"], j
+for p in j["points"]:
+    assert p["kind"] == "code-edit" and p["same_tokens"] and 0 <= p["accepted"] <= p["drafted"], p
+    assert p["tokens"] > 0 and p["target_steps"] <= p["tokens"] and p["speedup"] > 0, p
+assert j["points"][1]["drafted"] > 0 and j["points"][1]["accepted"] > 0, j
+' "$tmp/lab_spec.json" && [ "$(head -c 4 "$tmp/spec.png" | od -An -c | tr -d ' ')" = "211PNG" ]; then
+    passes=$((passes + 1))
+  else
+    echo "FAIL lab speculative: $(head -c 300 "$tmp/lab_spec.json")"; failures=$((failures + 1))
+  fi
+  expect_ok "lab speculative --list" "fix-bug \\(code-edit\\)" "$tally" lab speculative --list
+  expect_usage "lab speculative --tasks unknown" "tally lab speculative" "--tasks: .*not in" "$tally" lab speculative -m "$model" --tasks poems
+  expect_error "lab speculative --draft of another vocabulary" "--draft .*: the draft model has .* rows of logits" "$tally" lab speculative -m "$model" --draft "$home/models/gemma-3-270m-q4_k_m.gguf" -n 4
   # chat: two turns, greedy, with prompt lookup and with a draft model (the model itself: the same vocabulary)
   # give the replies they give without; the per-turn line says how many guesses were kept.
   printf 'Repeat this list: apples, pears, plums, figs.\nNow repeat it again, in reverse order.\n' >"$tmp/chat_in"

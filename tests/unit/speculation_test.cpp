@@ -231,7 +231,8 @@ TEST(DraftLength, FitsALineThroughTheStepsWithGuesses) {
 
 TEST(DraftLength, BacksOffWhenGuessesAreNotKeptAndComesBack) {
   DraftLength d(8);
-  EXPECT_EQ(d.next(), 0) << "the first step has no guesses: it times a one-token step";
+  EXPECT_EQ(d.next(), 0) << "the first steps have no guesses: they time a one-token step";
+  EXPECT_EQ(d.next(), 0);
   EXPECT_GE(d.next(), 1) << "the prior (one guess in two kept, a guess at a tenth of a step) speculates";
   for (int i = 0; i < 10; ++i) d.record(0, 0, 0.010);  // one-token steps: 10 ms; each guess 2 ms more
   for (int i = 0; i < 40; ++i) d.record(8, 8, 0.026);

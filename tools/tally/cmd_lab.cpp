@@ -14,6 +14,7 @@
 #include "output.h"
 #include "core/byte_size.h"
 #include "core/error.h"
+#include "core/printable.h"
 #include "io/text_file.h"
 #include "kernels/kv_quant.h"
 #include "kv/kv_cache.h"
@@ -27,6 +28,8 @@
 #include "lab/plot.h"
 #include "lab/score_count.h"
 #include "lab/sinks_experiment.h"
+#include "lab/speculation_experiment.h"
+#include "runtime/speculation.h"
 #include "model_options.h"
 #include "usage.h"
 
@@ -622,6 +625,118 @@ void add_kv_quant(CLI::App* lab) {
   });
 }
 
+// ---- speculative: acceptance, tokens per step and speed against k
+
+struct SpeculativeOptions {
+  ModelOptions m;
+  std::vector<std::string> tasks = {"code-edit", "chat"};
+  std::vector<int64_t> ks = {1, 2, 4, 8};
+  int64_t gen_tokens = 128;
+  std::string draft, plot;
+  bool json = false, list = false;
+};
+
+void list_tasks(bool json) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const SpeculationTask& t : speculation_tasks()) {
+    if (json) out.push_back({{"name", t.name}, {"kind", t.kind}, {"prompt", t.prompt}});
+    else fmt::print("{} ({}): {}\n", t.name, t.kind, t.prompt.substr(0, t.prompt.find('\n')));
+  }
+  if (json) cli::print_json(out, 2);
+}
+
+SpeculationReport run_speculative(const SpeculativeOptions& o) {
+  LoadedModel lm = load_model(o.m);
+  SpeculationExperiment e;
+  e.kinds = o.tasks;
+  e.ks = o.ks;
+  e.gen_tokens = o.gen_tokens;
+  e.n_threads = o.m.threads;
+  e.cache_type = session_options(o.m, *lm.model, false).cache_type;
+  LoadedModel draft;
+  if (!o.draft.empty()) {
+    ModelOptions dm = o.m;
+    dm.model = o.draft;
+    try {
+      draft = load_model(dm);
+      check_draft_vocabulary(*lm.tokenizer, lm.model->config().n_vocab, *draft.tokenizer,
+                             draft.model->config().n_vocab);
+    } catch (const Error& err) {
+      fail("--draft {}: {}", excerpt(o.draft), err.what());
+    }
+    e.draft = draft.model.get();
+  }
+  Progress progress("tally lab speculative");
+  return measure_speculation(*lm.model, *lm.tokenizer, e, draw_on(progress, "tasks x settings"));
+}
+
+std::string k_name(int64_t k) { return k == 0 ? "off" : k < 0 ? "auto" : std::to_string(k); }
+
+void print_speculative(const SpeculativeOptions& o, const SpeculationReport& r) {
+  if (!o.plot.empty()) {
+    PlotSpec p{fmt::format("Speculative decoding ({}): decode speed against k", r.source), "guesses per step (k)",
+               "speedup over no speculation", {}, -1, "", false};
+    for (const std::string& kind : o.tasks) {
+      PlotSeries s{kind, {}, {}};
+      for (const SpeculationPoint& pt : r.points)
+        if (pt.kind == kind && pt.k >= 0) s.x.push_back(static_cast<double>(pt.k)), s.y.push_back(r.speedup(pt));
+      p.series.push_back(s);
+    }
+    write_plot_png(o.plot, p);
+  }
+  if (o.json) {
+    nlohmann::json pts = nlohmann::json::array();
+    for (const SpeculationPoint& pt : r.points)
+      pts.push_back({{"kind", pt.kind}, {"k", k_name(pt.k)}, {"tokens", pt.tokens}, {"target_steps", pt.steps},
+                     {"drafted", pt.drafted}, {"accepted", pt.accepted}, {"acceptance", pt.acceptance()},
+                     {"tokens_per_step", pt.tokens_per_step()}, {"decode_tps", pt.tps()}, {"speedup", r.speedup(pt)},
+                     {"rolled_back_positions", pt.rolled_back}, {"rolled_back_blocks", pt.rolled_back_blocks},
+                     {"draft_rolled_back_positions", pt.draft_rolled_back}, {"same_tokens", pt.same_tokens}});
+    cli::print_json({{"source", r.source}, {"gen_tokens", r.gen_tokens}, {"points", pts}}, 2);
+    return;
+  }
+  fmt::print("speculative decoding by {}, {} tokens per task, greedy (every run must write the tokens of the run "
+             "without)\n",
+             r.source == "draft" ? "a draft model" : "prompt lookup", r.gen_tokens);
+  fmt::print("  {:<10} {:>5} {:>10} {:>11} {:>9} {:>8} {:>13} {:>7}\n", "tasks", "k", "kept", "tok/step", "tok/s",
+             "speedup", "rolled back", "same");
+  for (const SpeculationPoint& pt : r.points)
+    fmt::print("  {:<10} {:>5} {:>9.0f}% {:>11.2f} {:>9.1f} {:>7.2f}x {:>6} ({:>3} bl) {:>7}\n", pt.kind, k_name(pt.k),
+               100 * pt.acceptance(), pt.tokens_per_step(), pt.tps(), r.speedup(pt), pt.rolled_back,
+               pt.rolled_back_blocks, pt.same_tokens ? "yes" : "NO");
+  for (const SpeculationPoint& pt : r.points)
+    if (!pt.same_tokens) fail("speculation changed greedy tokens ({} tasks, k {}): a bug", pt.kind, k_name(pt.k));
+}
+
+void add_speculative(CLI::App* lab) {
+  auto o = std::make_shared<SpeculativeOptions>();
+  auto* cmd = lab->add_subcommand("speculative",
+                                  "Speculative decoding on held code-edit and chat tasks: acceptance, tokens per step "
+                                  "and speed against k, and what rollbacks cost the cache");
+  add_lab_model_options(cmd, o->m);
+  cmd->add_option("--tasks", o->tasks, "Kinds of held tasks, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::IsMember({"code-edit", "chat"}));
+  cmd->add_option("--k", o->ks, "Guesses per step to measure (fixed), comma-separated; the adaptive length is "
+                                "measured too, at most the largest")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->transform(integer_in(1, 64));
+  cmd->add_option("-n,--gen-tokens", o->gen_tokens, "Tokens generated per task")
+      ->capture_default_str()
+      ->transform(token_count_in(1, 4096));
+  cmd->add_option("--draft", o->draft, "Guess with this draft model (same vocabulary) instead of prompt lookup");
+  cmd->add_option("--plot", o->plot, "Write a PNG plot here")->check(output_file("plot"));
+  cmd->add_flag("--json", o->json, "Print JSON");
+  cmd->add_flag("--list", o->list, "Print the held tasks (with --json: their whole prompts) and stop");
+  cmd->callback([o] {
+    o->m.validate();
+    if (o->list) return list_tasks(o->json);
+    print_speculative(*o, run_speculative(*o));
+  });
+}
+
 }  // namespace
 
 void add_lab(CLI::App& app) {
@@ -635,6 +750,7 @@ void add_lab(CLI::App& app) {
   add_beam(lab);
   add_sinks(lab);
   add_kv_quant(lab);
+  add_speculative(lab);
 }
 
 }  // namespace tally::cli
