@@ -14,7 +14,6 @@ constexpr double kTimeWeight = 0.2;       // of the newest plain step in t0's av
 constexpr double kTimeDecay = 0.95;       // of the timed steps with guesses, per step
 constexpr double kMinSpread = 0.25;       // variance of their k under which no line is fitted
 constexpr double kStepDecay = 0.98;       // of the batched engine's timed steps, per step
-constexpr int64_t kProbeEvery = 16;       // steps between probes while speculation does not pay
 constexpr int64_t kPlainFirst = 2;        // steps without guesses at the start, to time t0
 constexpr int64_t kRetimeEvery = 32;      // steps with guesses between steps that time t0 again
 }  // namespace
@@ -141,8 +140,9 @@ std::vector<int64_t> StepGuesses::take(std::span<const Proposal> proposals, int6
   }
 }
 
-DraftLength::DraftLength(int64_t k_max, double prior_cost, double prior_kept)
-    : k_max_(k_max), prior_cost_(prior_cost), kept_(2 * prior_kept), steps_(kTimeDecay) {
+DraftLength::DraftLength(int64_t k_max, double prior_cost, double prior_kept, int64_t probe_every)
+    : k_max_(k_max), probe_every_(probe_every), prior_cost_(prior_cost), kept_(2 * prior_kept), steps_(kTimeDecay) {
+  if (probe_every < 1) fail("probes must come every 1 or more steps, got {}", probe_every);
   if (k_max < 1) fail("a draft of at least 1 token is needed, got {}", k_max);
   if (!(prior_cost > 0)) fail("a guess's prior cost must be > 0, got {}", prior_cost);
   if (!(prior_kept > 0 && prior_kept < 1)) fail("a guess's prior chance to be kept must be in (0, 1), got {}", prior_kept);
@@ -192,7 +192,7 @@ int64_t DraftLength::next() {
     return 0;
   }
   since_plain_ = 0;
-  if (++idle_ < kProbeEvery) return 0;
+  if (++idle_ < probe_every_) return 0;
   idle_ = 0;
   return 1;  // a probe: one guess, to see whether they are kept again
 }

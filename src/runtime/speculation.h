@@ -96,8 +96,10 @@ class LineFit {
 class DraftLength {
  public:
   // prior_cost: a guess's cost in one-token steps until the steps are timed;
-  // prior_kept: the chance a guess is kept, before any was verified.
-  explicit DraftLength(int64_t k_max, double prior_cost = 0.1, double prior_kept = 0.5);
+  // prior_kept: the chance a guess is kept, before any was verified;
+  // probe_every: steps without guesses between probes while none pays (a
+  // draft model's probe costs its catching up on the steps it missed).
+  explicit DraftLength(int64_t k_max, double prior_cost = 0.1, double prior_kept = 0.5, int64_t probe_every = 16);
   // Guesses to ask for at the next step (0: decode without speculating).
   int64_t next();
   // How the last step went: guesses verified, kept, and the step's time
@@ -110,6 +112,7 @@ class DraftLength {
 
  private:
   int64_t k_max_;
+  int64_t probe_every_;
   double prior_cost_;
   double kept_, tried_ = 2;  // decayed counts of guesses kept and verified (a prior of two guesses)
   double t0_ = 0;  // seconds of a one-token step (0: not measured)
