@@ -95,6 +95,29 @@ def run_llama_lookup(a, model, prompt_file, threads, k, draft=None):
             "drafted": int(drafted.group(1)) if drafted else 0, "accepted": int(acc.group(1)) if acc else 0}
 
 
+def print_table(rows, mode, kept, peer, peer_name, have_llama, with_checks):
+    """One markdown table: tally off against tally `mode`, and beside the peer's tool when it ran."""
+    head = f"| task | threads | tokens | tally off tok/s | tally {mode} tok/s | speedup | guesses kept |"
+    sep = "|---|---|---|---|---|---|---|"
+    if with_checks:
+        head += " same tokens |"
+        sep += "---|"
+    if have_llama:
+        head += f" {peer_name} tok/s | tally {mode} / {peer_name} |"
+        sep += "---|---|"
+    print(head)
+    print(sep)
+    for r in rows:
+        line = (f"| {r['kind']}: {r['task']} | {r['threads']} | {r['tokens']} | {r['off']:.1f} | {r[mode]:.1f} | "
+                f"{r[mode] / r['off']:.2f}x | {100 * r[kept]:.0f}% |")
+        if with_checks:
+            line += f" {'yes' if r['same'] else 'NO'} |"
+        if have_llama:
+            tokens = f" ({r['llama_tokens']})" if peer == "llama" else ""
+            line += f" {r[peer]:.1f}{tokens} | {r[mode] / r[peer]:.2f}x |"
+        print(line)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="qwen2.5-coder:1.5b")
@@ -154,29 +177,10 @@ def main():
                     print(json.dumps(row), file=sys.stderr, flush=True)
     if a.json:
         Path(a.json).write_text(json.dumps(raw, indent=1))
-    head = "| task | threads | tokens | tally off tok/s | tally lookup tok/s | speedup | guesses kept | same tokens |"
-    sep = "|---|---|---|---|---|---|---|---|"
-    if have_llama:
-        head += " llama-lookup tok/s (tokens) | tally lookup / llama-lookup |"
-        sep += "---|---|"
-    print(head)
-    print(sep)
-    for r in rows:
-        line = (f"| {r['kind']}: {r['task']} | {r['threads']} | {r['tokens']} | {r['off']:.1f} | {r['lookup']:.1f} | "
-                f"{r['lookup'] / r['off']:.2f}x | {100 * r['kept']:.0f}% | {'yes' if r['same'] else 'NO'} |")
-        if have_llama:
-            line += f" {r['llama']:.1f} ({r['llama_tokens']}) | {r['lookup'] / r['llama']:.2f}x |"
-        print(line)
+    print_table(rows, "lookup", "kept", "llama", "llama-lookup", have_llama, True)
     if draft:
-        print("\n| task | threads | tally off tok/s | tally draft tok/s | speedup | guesses kept |"
-              + (" llama-speculative tok/s | tally draft / llama-speculative |" if have_llama else ""))
-        print("|---|---|---|---|---|---|" + ("---|---|" if have_llama else ""))
-        for r in rows:
-            line = (f"| {r['kind']}: {r['task']} | {r['threads']} | {r['off']:.1f} | {r['draft']:.1f} | "
-                    f"{r['draft'] / r['off']:.2f}x | {100 * r['draft_kept']:.0f}% |")
-            if have_llama:
-                line += f" {r['llama_draft']:.1f} | {r['draft'] / r['llama_draft']:.2f}x |"
-            print(line)
+        print()
+        print_table(rows, "draft", "draft_kept", "llama_draft", "llama-speculative", have_llama, False)
     for kind in ("code-edit", "chat"):
         for threads in sorted({r["threads"] for r in rows}):
             sel = [r for r in rows if r["kind"] == kind and r["threads"] == threads]
