@@ -76,6 +76,7 @@ SpeculationReport measure_speculation(const Model& model, const Tokenizer& tok, 
     std::vector<int32_t> want;
     for (int64_t k : settings) {  // interleaved: each task runs every setting in turn
       s.truncate(0);
+      if (draft) draft->truncate(0);  // else it would count the previous run's tokens as rolled back
       GenerateOptions g;
       g.max_tokens = e.gen_tokens;
       g.sampling.temperature = 0;

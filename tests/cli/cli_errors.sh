@@ -231,6 +231,7 @@ assert 0 < accepted < drafted, (accepted, drafted)
   expect_usage "--speculate with --beam" "tally run" "--speculate rolls back one sequence's cache: not with --beam" "$tally" run -m "$model" -p hi --speculate lookup --beam 2
   expect_usage "--draft-max 0" "tally run" "--draft-max: 0 is out of range \\(1 to 64\\)" "$tally" run -m "$model" -p hi --speculate lookup --draft-max 0
   expect_usage "--speculate with an unknown source" "tally run" "--speculate: .*not in \\{" "$tally" run -m "$model" -p hi --speculate guess
+  expect_usage "--draft-max above the context" "tally run" "--draft-max 32: a step verifies 33 tokens, more than the context of 16" "$tally" run -m "$model" -p hi -c 16 --speculate lookup --draft-max 32
   expect_usage "--speculate draft without --draft" "tally run" "--speculate draft needs the draft model: give --draft" "$tally" run -m "$model" -p hi --speculate draft
   expect_usage "--draft with --speculate lookup" "tally run" "--draft x is a draft model for --speculate draft, not --speculate lookup" "$tally" run -m "$model" -p hi --speculate lookup --draft x
   expect_usage "--draft with --beam" "tally run" "--speculate rolls back one sequence's cache: not with --beam" "$tally" run -m "$model" -p hi --draft "$model" --beam 2
@@ -253,25 +254,28 @@ assert j["points"][1]["drafted"] > 0 and j["points"][1]["accepted"] > 0, j
   expect_ok "lab speculative --list" "fix-bug \\(code-edit\\)" "$tally" lab speculative --list
   expect_usage "lab speculative --tasks unknown" "tally lab speculative" "--tasks: .*not in" "$tally" lab speculative -m "$model" --tasks poems
   expect_error "lab speculative --draft of another vocabulary" "--draft .*: the draft model has .* rows of logits" "$tally" lab speculative -m "$model" --draft "$home/models/gemma-3-270m-q4_k_m.gguf" -n 4
-  # chat: two turns, greedy, with prompt lookup and with a draft model (the model itself: the same vocabulary)
-  # give the replies they give without; the per-turn line says how many guesses were kept.
+  # chat: two turns, greedy, with prompt lookup and (below) with a draft model give the replies they give
+  # without; the per-turn line says how many guesses were kept.
   printf 'Repeat this list: apples, pears, plums, figs.\nNow repeat it again, in reverse order.\n' >"$tmp/chat_in"
-  "$tally" chat -m "$model" --temp 0 -n 60 <"$tmp/chat_in" >"$tmp/chat_off" 2>/dev/null
-  for spec in "--speculate lookup" "--draft $model"; do
-    # shellcheck disable=SC2086
-    "$tally" chat -m "$model" --temp 0 -n 60 $spec <"$tmp/chat_in" >"$tmp/chat_spec" 2>"$tmp/chat_spec_err"
+  expect_same_chat() {  # NAME MODEL FLAGS...: replies equal to the chat without FLAGS, guesses reported
+    local name="$1" m="$2"
+    shift 2
+    "$tally" chat -m "$m" --temp 0 -n 40 -t 2 <"$tmp/chat_in" >"$tmp/chat_off" 2>/dev/null
+    "$tally" chat -m "$m" --temp 0 -n 40 -t 2 "$@" <"$tmp/chat_in" >"$tmp/chat_spec" 2>"$tmp/chat_spec_err"
     if [ -s "$tmp/chat_off" ] && cmp -s "$tmp/chat_off" "$tmp/chat_spec" &&
         [ "$(grep -cE 'generated, [0-9.]+ tok/s; [0-9]+ of [0-9]+ guesses kept\]' "$tmp/chat_spec_err")" -ge 1 ]; then
       passes=$((passes + 1))
     else
-      echo "FAIL chat $spec: replies differ from greedy without, or no guesses reported: $(head -c 300 "$tmp/chat_spec_err")"
+      echo "FAIL chat $name: replies differ from greedy without, or no guesses reported: $(head -c 300 "$tmp/chat_spec_err")"
       failures=$((failures + 1))
     fi
-  done
+  }
+  expect_same_chat "--speculate lookup" "$model" --speculate lookup
   qwen05="$home/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf" qwen15="$home/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
   if [ -f "$qwen05" ] && [ -f "$qwen15" ]; then
     expect_error "a draft of another vocabulary" "--draft .*: the draft model has 151936 rows of logits, the target 49152: a draft must share the target's vocabulary" "$tally" run -m "$model" -p hi --draft "$qwen05"
     expect_error "a draft cache over --kv-budget" "--draft .*: the target's KV cache takes .* of --kv-budget .*, leaving nothing for the draft model's|--draft .*: its KV cache for the context of 4096 tokens" "$tally" run -m "$qwen15" -p hi --draft "$qwen05" --kv-budget 120MiB
+    expect_same_chat "--draft" "$qwen15" --draft "$qwen05"
     # A draft model (qwen2.5-coder 0.5B for the 1.5B): greedy gives exactly the tokens it gives without,
     # with a fixed short draft and the adaptive one; guesses made, kept and rejected over the runs.
     edit='Add a docstring to this function and change nothing else.

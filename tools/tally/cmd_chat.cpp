@@ -219,6 +219,7 @@ void execute(const ChatOptions& o) {
   o.speculation.apply(so);
   const std::unique_ptr<Session> owned = open_session(*lm.model, so);
   Session& session = *owned;
+  o.speculation.check_context(session.n_ctx());
   Conversation chat(session, tok, tmpl, o.system);
 
   ChatState st;

@@ -185,6 +185,7 @@ SingleRun run_single(const RunOptions& o, const LoadedModel& lm, std::vector<int
   const std::unique_ptr<Session> owned = open_session(*lm.model, so);
   Session& session = *owned;
   out.n_ctx = session.n_ctx();
+  o.speculation.check_context(session.n_ctx());
   if (o.sliding()) {
     try {
       session.check_window(o.sinks);

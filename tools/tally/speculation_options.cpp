@@ -43,6 +43,12 @@ void SpeculationOptions::apply(SessionOptions& s) const {
 
 void SpeculationOptions::apply(GenerateOptions& g) const { g.draft_max = draft(); }
 
+void SpeculationOptions::check_context(int64_t n_ctx) const {
+  if (on() && draft() + 1 > n_ctx)
+    usage_fail("--draft-max {}: a step verifies {} tokens, more than the context of {} (lower --draft-max or raise -c)",
+               draft(), draft() + 1, n_ctx);
+}
+
 std::unique_ptr<DraftRun> open_draft(const SpeculationOptions& s, const ModelOptions& m, const LoadedModel& target,
                                      const Session& target_session) {
   if (!s.drafting()) return nullptr;

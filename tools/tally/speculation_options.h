@@ -30,6 +30,8 @@ struct SpeculationOptions {
   // The rows of logits a step must return (k guesses + the next token), and the draft length.
   void apply(SessionOptions& s) const;
   void apply(GenerateOptions& g) const;
+  // Usage error (exit 2) when a step's guesses and its next token do not fit a context of n_ctx.
+  void check_context(int64_t n_ctx) const;
   int64_t draft() const { return on() ? (draft_max > 0 ? draft_max : kDefaultDraft) : 0; }
 };
 
