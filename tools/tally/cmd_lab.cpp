@@ -14,7 +14,6 @@
 #include "output.h"
 #include "core/byte_size.h"
 #include "core/error.h"
-#include "core/printable.h"
 #include "io/text_file.h"
 #include "kernels/kv_quant.h"
 #include "kv/kv_cache.h"
@@ -29,7 +28,7 @@
 #include "lab/score_count.h"
 #include "lab/sinks_experiment.h"
 #include "lab/speculation_experiment.h"
-#include "runtime/speculation.h"
+#include "speculation_options.h"
 #include "model_options.h"
 #include "usage.h"
 
@@ -655,15 +654,7 @@ SpeculationReport run_speculative(const SpeculativeOptions& o) {
   e.cache_type = session_options(o.m, *lm.model, false).cache_type;
   LoadedModel draft;
   if (!o.draft.empty()) {
-    ModelOptions dm = o.m;
-    dm.model = o.draft;
-    try {
-      draft = load_model(dm);
-      check_draft_vocabulary(*lm.tokenizer, lm.model->config().n_vocab, *draft.tokenizer,
-                             draft.model->config().n_vocab);
-    } catch (const Error& err) {
-      fail("--draft {}: {}", excerpt(o.draft), err.what());
-    }
+    draft = load_draft(o.m, o.draft, lm);
     e.draft = draft.model.get();
   }
   Progress progress("tally lab speculative");

@@ -49,25 +49,38 @@ void SpeculationOptions::check_context(int64_t n_ctx) const {
                draft(), draft() + 1, n_ctx);
 }
 
+namespace {
+// The target's flags for the draft model: its -m is `draft`; -ngl is noted
+// once, for the target; the prefix cache's disk tier is the target's.
+ModelOptions draft_options(const ModelOptions& m, const std::string& draft) {
+  ModelOptions dm = m;
+  dm.model = draft;
+  dm.gpu_layers.clear();
+  dm.cache_dir.clear();
+  return dm;
+}
+}  // namespace
+
+LoadedModel load_draft(const ModelOptions& m, const std::string& draft, const LoadedModel& target) {
+  try {
+    LoadedModel lm = load_model(draft_options(m, draft));
+    check_draft_vocabulary(*target.tokenizer, target.model->config().n_vocab, *lm.tokenizer,
+                           lm.model->config().n_vocab);
+    return lm;
+  } catch (const UsageError& e) {
+    usage_fail("--draft {}: {}", excerpt(draft), e.what());
+  } catch (const Error& e) {
+    fail("--draft {}: {}", excerpt(draft), e.what());
+  }
+}
+
 std::unique_ptr<DraftRun> open_draft(const SpeculationOptions& s, const ModelOptions& m, const LoadedModel& target,
                                      const Session& target_session) {
   if (!s.drafting()) return nullptr;
   auto out = std::make_unique<DraftRun>();
   const std::string name = excerpt(s.draft_model);
-  ModelOptions dm = m;
-  dm.model = s.draft_model;
-  dm.gpu_layers.clear();  // noted once, for the target
-  dm.cache_dir.clear();   // the prefix cache's disk tier is the target's
-  try {
-    out->lm = load_model(dm);
-    check_draft_vocabulary(*target.tokenizer, target.model->config().n_vocab, *out->lm.tokenizer,
-                           out->lm.model->config().n_vocab);
-  } catch (const UsageError& e) {
-    usage_fail("--draft {}: {}", name, e.what());
-  } catch (const Error& e) {
-    fail("--draft {}: {}", name, e.what());
-  }
-  SessionOptions so = session_options(dm, *out->lm.model, false);
+  out->lm = load_draft(m, s.draft_model, target);
+  SessionOptions so = session_options(draft_options(m, s.draft_model), *out->lm.model, false);
   so.n_ctx = target_session.n_ctx();
   if (so.kv_budget > 0) {
     const uint64_t taken = target_session.cache().storage().bytes();

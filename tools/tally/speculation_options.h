@@ -38,6 +38,10 @@ struct SpeculationOptions {
 // Adds --speculate, --draft and --draft-max.
 void add_speculation_options(CLI::App* cmd, SpeculationOptions& s);
 
+// Loads the draft model `draft` with the target's flags and refuses (naming
+// --draft) one it cannot load or whose vocabulary is not the target's.
+LoadedModel load_draft(const ModelOptions& m, const std::string& draft, const LoadedModel& target);
+
 // A draft model and its session.
 struct DraftRun {
   LoadedModel lm;
