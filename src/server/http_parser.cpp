@@ -58,7 +58,15 @@ RequestReader::State RequestReader::feed(std::string_view bytes) {
   if (state_ == State::Done || state_ == State::Error) return state_;
   if (!bytes.empty()) started_ = true;
   buffer_.append(bytes);
-  return state_ == State::HaveHead ? state_ : parse();
+  if (state_ == State::HaveHead) return state_;
+  // An unfinished head is parsed again from its start (parse()); a piece that
+  // ends no line and keeps it within the limit can only show an error in the
+  // unfinished line, which the line's end shows as well. Waiting for it makes
+  // a head sent a byte at a time cost lines x head bytes, not head^2.
+  if (!beast_->parser.is_header_done() && bytes.find('\n') == std::string_view::npos &&
+      buffer_.size() <= limits_.max_header_bytes)
+    return state_;
+  return parse();
 }
 
 RequestReader::State RequestReader::continue_body() {

@@ -140,6 +140,18 @@ TEST(HttpParser, ARefusalDoesNotDependOnHowTheHeadIsCut) {
   }
 }
 
+// An unfinished head is parsed again only when a piece ends a line or the
+// head passes its limit: a line that never ends is still refused at the
+// limit, however it is cut.
+TEST(HttpParser, AHeadThatNeverEndsALineIsRefusedAtTheLimitInAnyPieces) {
+  const std::string head = "GET /" + std::string(600, 'a');
+  for (size_t piece : {0, 1, 7}) {
+    RequestReader r(small_limits());
+    ASSERT_EQ(read(r, head, piece), RequestReader::State::Error) << piece;
+    EXPECT_EQ(r.error_status(), 431) << piece << ": " << r.error_message();
+  }
+}
+
 TEST(HttpParser, PipelinedRequestsAreReadOneAfterAnother) {
   const std::string two = "POST /a HTTP/1.1\r\nContent-Length: 1\r\n\r\nxGET /b HTTP/1.1\r\nConnection: close\r\n\r\n";
   RequestReader first(small_limits());
