@@ -173,6 +173,15 @@ bool KvDisk::has(const BlockDigest& d) const {
   return ::stat(path_of(d).c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
+void KvDisk::prefetch(std::span<const BlockDigest> names) const {
+  for (const BlockDigest& d : names) {
+    const int fd = ::open(path_of(d).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) continue;  // gone since has(): get() counts it
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);  // a hint: its failure changes nothing
+    ::close(fd);
+  }
+}
+
 void KvDisk::put(const BlockDigest& d, const BlockDigest& parent, std::span<const int32_t> tokens, bool window,
                  const std::function<void(uint8_t*)>& fill) {
   const std::string name = hex(d) + kSuffix;
@@ -204,8 +213,9 @@ void KvDisk::put(const BlockDigest& d, const BlockDigest& parent, std::span<cons
     AtomicFile f(path_of(d), "KV block", /*sweep=*/false);
     f.write(buf_.data(), buf_.size());
     f.commit();
-  } catch (const Error&) {
-    ++stats_.write_errors;  // a full or read-only disk: the block stays in RAM only
+  } catch (const Error& e) {
+    // A full or read-only disk: the block stays in RAM only.
+    if (stats_.write_errors++ == 0) stats_.first_write_error = e.what();
     return;
   }
   remember(name, buf_.size());
@@ -315,6 +325,12 @@ KvDiskUsage KvDisk::clear(const std::string& dir) {
   }
   ::closedir(d);
   return u;
+}
+
+std::string describe_write_errors(const KvDiskStats& s) {
+  if (s.write_errors == 0) return "";
+  return fmt::format("{} KV block{} could not be written to the disk tier and stay in RAM only (the first: {})",
+                     s.write_errors, s.write_errors == 1 ? "" : "s", s.first_write_error);
 }
 
 }  // namespace tally

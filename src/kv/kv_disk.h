@@ -77,12 +77,17 @@ struct KvDiskStats {
   uint64_t newer = 0;         // files of a newer format (a newer tally's: left alone, a miss)
   uint64_t written = 0;       // blocks written
   uint64_t write_errors = 0;  // blocks that could not be written (left in RAM only)
+  std::string first_write_error;  // why the first of them failed ("" while none has)
   uint64_t evictions = 0;     // files removed for the budget
   uint64_t bytes_read = 0, bytes_written = 0;
   double load_seconds = 0;    // reading and checking the blocks loaded
   int64_t files = 0;
   uint64_t bytes = 0;
 };
+
+// One line on the blocks that could not be written ("" when none did fail):
+// how many, and the first one's error.
+std::string describe_write_errors(const KvDiskStats& s);
 
 // A folder's block files, for `tally cache`.
 struct KvDiskUsage {
@@ -102,6 +107,9 @@ class KvDisk {
 
   // Whether a block file exists under the digest (it may still fail its checks).
   bool has(const BlockDigest& d) const;
+  // Asks the kernel to start reading these blocks' files now (readahead), so
+  // that the disk works on the next files while get() checks and copies one.
+  void prefetch(std::span<const BlockDigest> names) const;
   // Writes a block unless its file exists. fill(payload) writes
   // payload_bytes(window) bytes.
   void put(const BlockDigest& d, const BlockDigest& parent, std::span<const int32_t> tokens, bool window,

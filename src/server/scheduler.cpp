@@ -9,6 +9,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "kv/kv_disk.h"
 #include "runtime/embedder.h"
 #include "server/api_error.h"
 
@@ -202,6 +203,11 @@ EngineGauges Scheduler::gauges() const {
 
 void Scheduler::publish() {
   const KvCacheStats s = engine_.cache_stats();
+  if (s.disk.write_errors > 0 && !told_disk_errors_) {
+    fmt::print(stderr, "tally serve: warning: {}; later ones are counted in tally_kv_disk_write_errors_total\n",
+               describe_write_errors(s.disk));
+    told_disk_errors_ = true;
+  }
   std::lock_guard<std::mutex> lock(m_);
   gauges_.queue_depth = static_cast<int64_t>(queue_.size());
   gauges_.running_requests = static_cast<int64_t>(running_.size());

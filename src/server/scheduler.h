@@ -117,6 +117,7 @@ class Scheduler {
   std::vector<std::unique_ptr<Running>> running_;  // engine thread only
   int64_t running_sequences_ = 0;                  // engine thread only
   StepGuesses step_guesses_;                       // engine thread only
+  bool told_disk_errors_ = false;                  // engine thread only: the first failed disk write was logged
 
   mutable std::mutex m_;
   std::condition_variable cv_;

@@ -5,8 +5,11 @@ same folder with its prefix loaded from disk (usage's cached_tokens and
 disk_cached_tokens, /metrics' tally_kv_disk_* series) and the same greedy
 reply as a server without the folder. Killed with SIGKILL while it writes,
 again and again, or given a folder with a flipped byte and a truncated file,
-the next server never answers differently and counts what it removed. A
-folder that is a file is refused at start with one line.
+the next server never answers differently and counts what it removed. On a
+full disk (a 3 MiB tmpfs) the answers stay the same, the failed writes are
+counted and said once, nothing half-written stays, and the next server and
+`tally run` find what fitted. A folder that is a file is refused at start
+with one line.
 """
 
 from __future__ import annotations
@@ -14,12 +17,15 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import random
 import signal
 import subprocess
 import threading
 import time
 
-from conftest import tally_bin
+import pytest
+
+from conftest import default_model, tally_bin
 
 SYSTEM = " ".join(f"Rule {i}: answer in plain words and keep each line short." for i in range(60))
 
@@ -120,6 +126,102 @@ def test_kill_9_while_writing_and_bad_files_never_change_an_answer(start_server,
         assert m["tally_kv_disk_corrupt_total"] >= 1
     assert s.stop() == 0
     assert not list(folder.glob(".*.tmp-*")), "a later server removes what killed writers left"
+
+
+def kill_at_a_write(p: subprocess.Popen, folder: pathlib.Path, nth: int) -> None:
+    """SIGKILL as soon as p's nth block file appears under its temporary name (or when p ends first)."""
+    own = f".tmp-{p.pid}-"
+    seen: set[str] = set()
+    deadline = time.monotonic() + 120
+    while p.poll() is None and time.monotonic() < deadline:
+        try:
+            seen.update(e.name for e in os.scandir(folder) if own in e.name)
+        except FileNotFoundError:
+            pass
+        if len(seen) >= nth:
+            break
+        time.sleep(0.0005)  # a block's write and fsync take milliseconds
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+
+
+def test_kill_9_looped_while_run_writes_blocks(tmp_path):
+    """`tally run` killed in the middle of a block write, at a seeded random block, each time on a new prefix."""
+    folder = tmp_path / "kv"
+    base = [tally_bin(), "run", "-m", str(default_model()), "-n", "4", "--temp", "0", "--json",
+            "--cache-dir", str(folder)]
+    prompt = lambda i: f"Run {i}. " + SYSTEM * 2  # noqa: E731  (about 50 blocks, none shared between runs)
+    rng = random.Random(7)
+    left_behind = 0
+    for i in range(12):
+        p = subprocess.Popen([*base, "-p", prompt(i)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        kill_at_a_write(p, folder, rng.randint(1, 45))
+        left_behind += any(folder.glob(f".*.tmp-{p.pid}-*"))
+    assert left_behind >= 4, f"only {left_behind} of 12 kills landed while a block was being written"
+    for i in (0, 11):  # a prefix once more, with whatever its killed run left
+        cold = subprocess.run([*base[:-2], "-p", prompt(i)], capture_output=True, text=True, timeout=300)
+        warm = subprocess.run([*base, "-p", prompt(i)], capture_output=True, text=True, timeout=300)
+        assert cold.returncode == 0 and warm.returncode == 0, warm.stderr
+        w = json.loads(warm.stdout)
+        assert w["token_ids"] == json.loads(cold.stdout)["token_ids"], (i, w["kv"])
+        assert w["kv"]["disk_blocks"]["corrupt"] == 0, w["kv"]  # renamed whole or not there at all
+    assert not list(folder.glob(".*.tmp-*")), "a later run removes what killed writers left"
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 3 MiB tmpfs (four of smollm2:135m's 720 KiB f16 block files), mounted for the test."""
+    d = tmp_path / "small"
+    d.mkdir()
+    mount = ["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(d)]
+    r = subprocess.run(mount if os.geteuid() == 0 else ["sudo", "-n", *mount], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"a tmpfs cannot be mounted here (root or sudo -n is needed): {r.stderr.strip()}")
+    try:
+        yield d
+    finally:
+        umount = ["umount", str(d)]
+        subprocess.run(umount if os.geteuid() == 0 else ["sudo", "-n", *umount], check=True)
+
+
+def test_a_full_disk_changes_no_answer_and_counts_the_failed_writes(start_server, small_disk):
+    folder = small_disk / "kv"
+    plain = start_server()
+    expect = reply(ask(plain))
+    assert plain.stop() == 0
+
+    s = start_server("--cache-dir", str(folder))
+    r = ask(s)
+    assert reply(r) == expect
+    m = s.metrics()
+    written, failed = m["tally_kv_disk_writes_total"], m["tally_kv_disk_write_errors_total"]
+    assert written >= 1 and failed >= 1, (written, failed)
+    assert len(block_files(folder)) == written
+    assert not list(folder.glob(".*.tmp-*")), "a failed write removes its temporary file"
+    warnings = [line for line in s.lines if "warning" in line]
+    assert len(warnings) == 1 and "No space left on device" in warnings[0], warnings
+    assert reply(ask(s)) == expect  # the blocks that were not written are in RAM: the whole prefix is a hit
+    assert s.metrics()["tally_kv_disk_write_errors_total"] == failed
+    assert s.stop() == 0
+
+    # The next server loads the blocks that fitted (the first of the prefix), and is still answered right.
+    s = start_server("--cache-dir", str(folder))
+    r = ask(s)
+    assert reply(r) == expect
+    assert cached(r)[1] == written * 32, (cached(r), written)
+    assert s.stop() == 0
+
+    # `tally run` on the full folder: its blocks (no chat template) cannot be written; it says so once,
+    # chooses the same tokens and exits 0.
+    base = [tally_bin(), "run", "-m", str(default_model()), "-p", SYSTEM, "-n", "6", "--temp", "0", "--json"]
+    want = subprocess.run(base, capture_output=True, text=True, timeout=300)
+    got = subprocess.run([*base, "--cache-dir", str(folder)], capture_output=True, text=True, timeout=300)
+    assert want.returncode == 0 and got.returncode == 0, got.stderr
+    assert json.loads(got.stdout)["token_ids"] == json.loads(want.stdout)["token_ids"]
+    blocks = json.loads(got.stdout)["kv"]["disk_blocks"]
+    assert blocks["written"] == 0 and blocks["write_errors"] >= 1, blocks
+    lines = [line for line in got.stderr.splitlines() if "warning" in line]
+    assert len(lines) == 1 and "could not be written" in lines[0] and "No space left" in lines[0], got.stderr
 
 
 def test_a_cache_dir_that_is_a_file_is_refused(tmp_path):

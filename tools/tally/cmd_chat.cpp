@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "encode_input.h"
 #include "io/model_locator.h"
+#include "kv/kv_disk.h"
 #include "line_reader.h"
 #include "model_options.h"
 #include "option_checks.h"
@@ -80,6 +81,7 @@ struct ChatState {
   uint64_t seed = 0;
   TurnResult last;
   bool replied = false;
+  bool told_disk_errors = false;  // the disk tier's first failed write was reported
 };
 
 double tps(double n, double ms) { return ms > 0 ? n * 1000.0 / ms : 0.0; }
@@ -159,6 +161,11 @@ void reply(Conversation& chat, const Session& session, ChatState& st, const std:
              r.prefilled, r.reused, r.from_disk > 0 ? fmt::format(" ({} from disk)", r.from_disk) : std::string(),
              g.tokens.size(), tps(static_cast<double>(g.decoded_tokens()), g.decode_ms),
              g.drafted > 0 ? fmt::format("; {} of {} guesses kept", g.accepted, g.drafted) : std::string());
+  const KvDiskStats disk = session.cache().stats().disk;
+  if (disk.write_errors > 0 && !st.told_disk_errors) {
+    fmt::print(stderr, "tally: warning: {}\n", describe_write_errors(disk));
+    st.told_disk_errors = true;
+  }
 }
 
 void save_or_load(bool save, const std::string& file, Conversation& chat, const Session& session) {

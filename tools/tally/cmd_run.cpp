@@ -16,6 +16,7 @@
 #include "encode_input.h"
 #include "grammar/grammar.h"
 #include "io/text_file.h"
+#include "kv/kv_disk.h"
 #include "model_options.h"
 #include "option_checks.h"
 #include "output.h"
@@ -167,6 +168,7 @@ struct SingleRun {
   int64_t n_ctx = 0;
   uint64_t cache_bytes = 0;
   int64_t window_slots = 0;
+  KvDiskStats disk;            // with --cache-dir
   int64_t session_tokens = 0;  // with --load-session: the tokens it held
   double session_load_ms = 0;
   nlohmann::json logprobs = nlohmann::json::array();
@@ -229,7 +231,9 @@ SingleRun run_single(const RunOptions& o, const LoadedModel& lm, std::vector<int
     session.save(o.save_session);
   }
   out.cache_bytes = session.cache().storage().bytes();
-  out.window_slots = session.cache().stats().window_slots;
+  const KvCacheStats stats = session.cache().stats();
+  out.window_slots = stats.window_slots;
+  out.disk = stats.disk;
   return out;
 }
 
@@ -249,7 +253,14 @@ void print_json(const RunOptions& o, const SingleRun& r) {
                      {"prefill_tps", tps(static_cast<double>(g.prompt_tokens - g.cached_tokens), g.prefill_ms)},
                      {"decode_tps", tps(static_cast<double>(g.decoded_tokens()), g.decode_ms)}}}};
   if (o.logprobs >= 0) j["logprobs"] = r.logprobs;
-  if (!o.m.cache_dir.empty()) j["kv"]["cached_tokens"] = {{"total", g.cached_tokens}, {"disk", g.disk_tokens}};
+  if (!o.m.cache_dir.empty()) {
+    j["kv"]["cached_tokens"] = {{"total", g.cached_tokens}, {"disk", g.disk_tokens}};
+    j["kv"]["disk_blocks"] = {{"loaded", r.disk.hits},
+                              {"written", r.disk.written},
+                              {"write_errors", r.disk.write_errors},
+                              {"corrupt", r.disk.corrupt},
+                              {"load_ms", r.disk.load_seconds * 1000.0}};
+  }
   if (o.speculation.on())
     j["speculation"] = {{"source", o.speculation.source()}, {"drafted", g.drafted},       {"accepted", g.accepted},
                         {"rolled_back", g.rolled_back},   {"draft_rolled_back", g.draft_rolled_back},
@@ -405,6 +416,7 @@ void execute(const RunOptions& o) {
   });
   if (r.gen.stop == Finish::ContextFull)
     fmt::print(stderr, "tally: warning: stopped: the context of {} tokens is full\n", r.n_ctx);
+  if (r.disk.write_errors > 0) fmt::print(stderr, "tally: warning: {}\n", describe_write_errors(r.disk));
   if (o.json) {
     print_json(o, r);
   } else {
