@@ -22,41 +22,18 @@ Needs only Python's standard library, a built tally and llama.cpp's tools
 import argparse
 import http.client
 import json
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import load_generator
-from bench_common import add_engine_args
+from bench_common import add_engine_args, free_port, wait_ready
 
 
 def die(msg):
     print(f"compare_server: error: {msg}", file=sys.stderr)
     sys.exit(1)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_ready(port, proc, path, timeout=120):
-    t0 = time.time()
-    while time.time() - t0 < timeout:
-        if proc.poll() is not None:
-            die(f"a server exited at start (status {proc.returncode})")
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            c.request("GET", path)
-            if c.getresponse().status == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.3)
-    die(f"a server did not answer {path} within {timeout} s")
 
 
 def chat(port, messages, max_tokens=8):
@@ -91,7 +68,7 @@ def warm_cold(port):
 def run_server(name, cmd, port, health, levels, args):
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_ready(port, proc, health)
+        wait_ready(port, proc, health, "compare_server")
         chat(port, [{"role": "user", "content": "Hello"}])  # warm-up
         cold, warm = warm_cold(port)
         target = load_generator.Target(f"http://127.0.0.1:{port}", "", "", 300)

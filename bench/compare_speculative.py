@@ -38,18 +38,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import ROOT, TALLY_HOME  # noqa: E402
-
-
-def model_path(name):
-    p = Path(name)
-    if p.exists():
-        return p
-    catalog = json.loads((ROOT / "models/catalog.json").read_text())
-    for m in catalog["models"]:
-        if m["name"] == name:
-            return TALLY_HOME / "models" / m["file"]
-    sys.exit(f"compare_speculative: no model file or catalog name '{name}'")
+from bench_common import ROOT, TALLY_HOME, model_path  # noqa: E402
 
 
 def chat_prompt(gguf_file, user):
@@ -132,8 +121,8 @@ def main():
     ap.add_argument("--draft", help="also a draft model (tally --draft, llama-speculative -md), e.g. qwen2.5-coder:0.5b")
     ap.add_argument("--json", help="write every run's figures to this file")
     a = ap.parse_args()
-    model = model_path(a.model)
-    draft = model_path(a.draft) if a.draft else None
+    model = model_path(a.model, "compare_speculative")
+    draft = model_path(a.draft, "compare_speculative") if a.draft else None
     tasks = json.loads(Path(a.tasks).read_text())
     have_llama = (Path(a.llama_bin) / "llama-lookup").exists()
     if not have_llama:

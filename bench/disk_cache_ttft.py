@@ -13,21 +13,34 @@ Per repetition, interleaved, each a new `tally run` process (-n 1, greedy):
 The prompt is the repository's docs, cut to --tokens tokens with the model's
 tokenizer. Prints each figure's median (prefill_ms of `run --json`, which
 counts loading from disk), restored / cold, and the folder's size; checks
-that the three runs chose the same token. Standard library only.
+that the three runs chose the same token.
+
+Beside it, llama.cpp's llama-server (--llama-bin; left out when it is not
+built) restores the same prompt through its manual slot files
+(--slot-save-path): once, a cold /completion of the prompt (n_predict 1) and
+POST /slots/0?action=save; then per repetition, a new llama-server process
+(the page cache dropped first, as for tally), POST /slots/0?action=restore
+and the same /completion, which evaluates what the restored slot lacks.
+Its restored time is restore_ms + that completion's prompt_ms (its own
+timings), and the wall time of the two requests is reported too. Standard
+library only.
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
+import os
 import pathlib
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from bench_common import ROOT, TALLY_HOME, free_port, model_path, wait_ready
 
 
 def run(cmd: list[str]) -> dict:
@@ -46,6 +59,43 @@ def drop_page_cache() -> bool:
         return False
 
 
+def post(port: int, path: str, body: dict) -> dict:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=3600)
+    c.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+    r = c.getresponse()
+    out = r.read()
+    if r.status != 200:
+        sys.exit(f"disk_cache_ttft: llama-server answered {path} with {r.status}: {out[:300]!r}")
+    return json.loads(out)
+
+
+class LlamaServer:
+    """One llama-server process with a slot folder, for the slot save/restore comparison."""
+
+    def __init__(self, a, gguf: pathlib.Path, slots: pathlib.Path):
+        self.port = free_port()
+        exe = pathlib.Path(a.llama_bin) / "llama-server"
+        cmd = [str(exe), "-m", str(gguf), "-t", str(a.threads), "-tb", str(a.threads), "-np", "1",
+               "-c", str(a.tokens + 256), "-fa", a.llama_fa, "--slot-save-path", str(slots) + "/",
+               "--port", str(self.port)]
+        if a.cache_type != "f16":
+            cmd += ["-ctk", a.cache_type, "-ctv", a.cache_type]
+        env = {**os.environ, "LD_LIBRARY_PATH": str(a.llama_bin)}
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        wait_ready(self.port, self.proc, "/health", "disk_cache_ttft", timeout=300)
+
+    def complete(self, prompt: str) -> dict:
+        return post(self.port, "/completion", {"prompt": prompt, "n_predict": 1, "temperature": 0,
+                                               "cache_prompt": True, "id_slot": 0})
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tally", default=str(ROOT / "build/release/tally"))
@@ -54,6 +104,9 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--cache-type", default="f16")
+    ap.add_argument("--llama-bin", default=str(TALLY_HOME / "llama.cpp/bin"))
+    ap.add_argument("--llama-fa", default="auto", choices=["on", "off", "auto"],
+                    help="llama-server's -fa (default auto, its own default)")
     a = ap.parse_args()
     if a.tokens < 64 or a.reps < 1:
         ap.error("--tokens must be at least 64 and --reps at least 1")
@@ -71,6 +124,16 @@ def main() -> int:
     prompt = work / "prompt.txt"
     prompt.write_text(out.stdout)
     folder = work / "kv"
+    slots = work / "slots"
+    slots.mkdir()
+    have_llama = (pathlib.Path(a.llama_bin) / "llama-server").exists()
+    if not have_llama:
+        print(f"(no {a.llama_bin}/llama-server: scripts/build_llama_cpp.sh builds it; llama-server is left out)",
+              file=sys.stderr)
+    gguf = model_path(a.model, "disk_cache_ttft")
+    text = prompt.read_text()
+    llama: dict[str, list[float]] = {"cold": [], "restore": [], "rest_prefill": [], "restored": [], "wall": []}
+    llama_info: dict = {}
     base = [a.tally, "run", "-m", a.model, "-f", str(prompt), "-n", "1", "--temp", "0", "--json", "-t",
             str(a.threads), "-c", str(a.tokens + 256), "--cache-type", a.cache_type]
     times: dict[str, list[float]] = {"cold": [], "writing": [], "restored": []}
@@ -92,6 +155,8 @@ def main() -> int:
             for k, r in (("cold", cold), ("writing", writing), ("restored", restored)):
                 times[k].append(r["timings"]["prefill_ms"])
             print(f"rep {rep + 1}: " + ", ".join(f"{k} {v[-1]:.0f} ms" for k, v in times.items()), file=sys.stderr)
+            if have_llama:
+                llama_rep(a, gguf, slots, text, rep, llama, llama_info)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     med = {k: statistics.median(v) for k, v in times.items()}
@@ -102,8 +167,44 @@ def main() -> int:
         "writing_over_cold": med["writing"] / med["cold"],
         "restored_tokens_from_disk": restored_tokens, "folder_bytes": folder_bytes,
         "page_cache_dropped": all(dropped),
+        "llama_server": {**llama_info, "median_ms": {k: statistics.median(v) for k, v in llama.items() if v},
+                         "restored_over_cold": statistics.median(llama["restored"]) / llama["cold"][0]}
+        if have_llama else None,
     }, indent=1))
     return 0
+
+
+def llama_rep(a, gguf, slots, text, rep, llama, info) -> None:
+    """The first repetition prefills the prompt cold and saves the slot; each restores it in a new process."""
+    if rep == 0:
+        s = LlamaServer(a, gguf, slots)
+        try:
+            r = s.complete(text)
+            saved = post(s.port, "/slots/0?action=save", {"filename": "ctx.bin"})
+        finally:
+            s.stop()
+        llama["cold"].append(r["timings"]["prompt_ms"])
+        info.update(prompt_tokens=r["timings"]["prompt_n"], token=r["content"], slot_bytes=saved["n_written"],
+                    save_ms=saved["timings"]["save_ms"], fa=a.llama_fa)
+    drop_page_cache()
+    s = LlamaServer(a, gguf, slots)
+    try:
+        t0 = time.perf_counter()
+        restored = post(s.port, "/slots/0?action=restore", {"filename": "ctx.bin"})
+        r = s.complete(text)
+        wall = (time.perf_counter() - t0) * 1000
+    finally:
+        s.stop()
+    if r["content"] != info["token"]:
+        sys.exit(f"disk_cache_ttft: llama-server chose {r['content']!r} after the restore, {info['token']!r} cold")
+    llama["restore"].append(restored["timings"]["restore_ms"])
+    llama["rest_prefill"].append(r["timings"]["prompt_ms"])
+    llama["restored"].append(restored["timings"]["restore_ms"] + r["timings"]["prompt_ms"])
+    llama["wall"].append(wall)
+    info["reevaluated_tokens"] = r["timings"]["prompt_n"]
+    print(f"rep {rep + 1}: llama-server cold {llama['cold'][0]:.0f} ms, restore {llama['restore'][-1]:.0f} + "
+          f"prefill {llama['rest_prefill'][-1]:.0f} ms ({r['timings']['prompt_n']} tokens), wall {wall:.0f} ms",
+          file=sys.stderr)
 
 
 if __name__ == "__main__":
