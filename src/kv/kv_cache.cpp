@@ -190,6 +190,8 @@ void KvCache::restore_from_disk(KvSequence& s, std::span<const int32_t> tokens, 
     }
     names.push_back(d);
   }
+  disk_->prefetch(std::span<const BlockDigest>(names).first(
+      std::min(names.size(), static_cast<size_t>(std::max<int64_t>(alloc_.available_blocks(), 0)))));
   const int64_t end = first + static_cast<int64_t>(names.size());
   const int64_t window_first = windowed() ? window_first_block(end * bs) : end;
   for (int64_t i = first; i < end; ++i) {
