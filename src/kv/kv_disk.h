@@ -35,8 +35,9 @@
 // wrote is found; one it removed is a miss), each process keeps the budget
 // over the files it knows.
 //
-// Errors while writing (a full disk, a folder made read-only) are counted and
-// the block stays in RAM only: the disk tier never fails a generation. One
+// Errors while writing (a full disk, a folder made read-only) are counted, the
+// first one's message kept for the caller's one warning, and the block stays
+// in RAM only: the disk tier never fails a generation. One
 // thread owns a KvDisk (not thread-safe).
 #include <array>
 #include <cstdint>
