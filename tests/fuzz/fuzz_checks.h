@@ -11,7 +11,7 @@
 namespace tally_fuzz {
 
 [[noreturn]] inline void violated(const char* target, const char* what, const std::string& detail) {
-  std::fprintf(stderr, "%s: property violated: %s: %.300s\n", target, what, detail.c_str());
+  std::fprintf(stderr, "%s: property violated: %s: %.1000s\n", target, what, detail.c_str());
   std::abort();
 }
 
