@@ -17,26 +17,75 @@ namespace tally::server {
 namespace bhttp = boost::beast::http;
 
 namespace {
-// Bytes of a chunk header line (size and extensions) held before it ends.
+// Bytes held of a chunk header line before it ends; for the last chunk, of
+// its line, trailer fields and the empty line that ends them.
 constexpr size_t kMaxChunkLine = 4096;
 
-// Whether the unread body starts (after the CRLF that ends the previous
-// chunk's data) with a whole chunk header line of a chunk that is not the
+// The unread body from the first byte of its chunk header line: after the
+// CRLF that ends the previous chunk's data (`after_chunk`). Empty when that
+// CRLF is not (yet) there; Beast refuses or waits for it.
+std::string_view chunk_line(std::string_view b, bool after_chunk) {
+  if (!after_chunk) return b;
+  return b.substr(0, 2) == "\r\n" ? b.substr(2) : std::string_view{};
+}
+
+// A chunk line's size: its leading hex digits.
+std::string_view chunk_size(std::string_view line) {
+  return line.substr(0, line.find_first_not_of("0123456789abcdefABCDEF"));
+}
+
+// Whether a line's size is all zeros: the last chunk's.
+bool last_chunk(std::string_view line) {
+  const std::string_view size = chunk_size(line);
+  return !size.empty() && size.find_first_not_of('0') == std::string_view::npos;
+}
+
+// Why the chunk header at the start of `line` is over kMaxChunkLine, or
+// nothing while it is not (yet). It depends only on the first
+// kMaxChunkLine + 1 bytes, and is nothing for any bytes Beast judges before
+// those: Beast reads a chunk line up to its first CR, and waits for the last
+// chunk's trailer to end before it reads it, so whether a header is too long
+// does not depend on how the body was cut into pieces.
+std::optional<std::string> chunk_header_too_long(std::string_view line) {
+  const size_t cr = line.find('\r');
+  if (cr == std::string_view::npos || cr > kMaxChunkLine) {
+    if (line.size() <= kMaxChunkLine) return std::nullopt;
+    return fmt::format("a chunk header of the request body is longer than {} bytes", kMaxChunkLine);
+  }
+  if (cr + 1 >= line.size() || line[cr + 1] != '\n' || !last_chunk(line.substr(0, cr))) return std::nullopt;
+  const size_t end = line.find("\r\n\r\n", cr);  // the trailer's end, as Beast finds it
+  if (line.size() <= kMaxChunkLine || (end != std::string_view::npos && end + 4 <= kMaxChunkLine))
+    return std::nullopt;
+  return fmt::format("the last chunk of the request body and its trailer fields are longer than {} bytes",
+                     kMaxChunkLine);
+}
+
+// Whether `line` is a whole chunk header line of a chunk that is not the
 // last one. Beast asks for more bytes on such a line only when its
 // extensions do not end on it: Beast reads extensions up to the end of what
 // it was given, not of the line.
-bool whole_chunk_line(std::string_view b) {
-  if (b.substr(0, 2) == "\r\n") b.remove_prefix(2);
-  const size_t eol = b.find("\r\n");
-  if (eol == std::string_view::npos) return false;
-  const std::string_view line = b.substr(0, eol);
-  const std::string_view size = line.substr(0, line.find_first_not_of("0123456789abcdefABCDEF"));
-  return size.find_first_not_of('0') != std::string_view::npos;  // not empty, not the last chunk's 0
+bool whole_chunk_line(std::string_view line) {
+  const size_t eol = line.find("\r\n");
+  return eol != std::string_view::npos && !chunk_size(line).empty() && !last_chunk(line.substr(0, eol));
 }
 }  // namespace
 
+// Beast's parser, and where it is in a chunked body: Beast keeps that to
+// itself, and the bound on chunk header lines is checked before Beast reads
+// one (chunk_header_too_long).
 struct RequestReader::Beast {
+  struct OnChunkHeader {
+    Beast* beast;
+    void operator()(uint64_t size, boost::beast::string_view, boost::beast::error_code&) const {
+      beast->chunk_left = size;
+      beast->after_chunk = true;
+    }
+  };
   bhttp::request_parser<bhttp::string_body> parser;
+  uint64_t chunk_left = 0;   // data bytes of the current chunk not yet read; 0 at a chunk header
+  bool after_chunk = false;  // a chunk header was read: the next one starts with a CRLF
+  OnChunkHeader on_chunk_header{this};
+  Beast() { parser.on_chunk_header(on_chunk_header); }
 };
 
 RequestReader::RequestReader(const HttpLimits& limits, std::string carried)
@@ -110,21 +159,26 @@ RequestReader::State RequestReader::parse() {
   if (!in_body) new_parser();
   auto& p = beast_->parser;
   while (true) {
+    const bool at_chunk_header = in_body && p.chunked() && beast_->chunk_left == 0;
+    const std::string_view line = at_chunk_header ? chunk_line(buffer_, beast_->after_chunk) : std::string_view{};
+    if (at_chunk_header) {
+      if (auto why = chunk_header_too_long(line)) return fail(400, std::move(*why));
+      // Beast asserts 5 bytes ("0\r\n\r\n") before it looks again for the
+      // end of a last chunk that came first; fewer can only wait anyway.
+      if (buffer_.size() < 5 && line.find("\r\n") != std::string_view::npos && last_chunk(line)) break;
+    }
     boost::beast::error_code ec;
     const size_t used = p.put(boost::asio::buffer(buffer_.data(), buffer_.size()), ec);
     if (ec == bhttp::error::need_more && !p.is_header_done()) break;  // the head stays whole for the next piece
+    if (in_body && !at_chunk_header && p.chunked()) beast_->chunk_left -= used;  // chunk data
+    // A chunk line whose extensions run past its end is malformed. Waiting
+    // would be wrong as well as slow: Beast subtracts the chunk's size from
+    // the body limit before it reads the extensions, again at each retry, so
+    // enough pieces turned this 400 into a 413 (found by fuzz_http).
+    if (ec == bhttp::error::need_more && at_chunk_header && whole_chunk_line(line))
+      return fail(400, "the chunked request body is malformed");
     buffer_.erase(0, used);
-    if (ec == bhttp::error::need_more) {
-      // A chunk line whose extensions run past its end is malformed. Waiting
-      // would be wrong as well as slow: Beast subtracts the chunk's size from
-      // the body limit before it reads the extensions, again at each retry,
-      // so enough pieces turned this 400 into a 413 (found by fuzz_http).
-      if (whole_chunk_line(buffer_)) return fail(400, "the chunked request body is malformed");
-      // Beast bounds the head; a chunk header line is bounded here.
-      if (buffer_.size() > kMaxChunkLine)
-        return fail(400, fmt::format("a chunk header of the request body is longer than {} bytes", kMaxChunkLine));
-      break;
-    }
+    if (ec == bhttp::error::need_more) break;
     if (ec == bhttp::error::body_limit)
       return fail(413, fmt::format("the request body is larger than the limit of {} (--max-body)",
                                    format_bytes(limits_.max_body_bytes)));

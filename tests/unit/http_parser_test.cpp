@@ -66,6 +66,14 @@ TEST(HttpParser, ChunkedBodiesAreJoinedAndCountAgainstTheLimitAsTheyArrive) {
   ASSERT_EQ(read(ok, "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;e=1\r\n world\r\n0\r\n\r\n", 3),
             RequestReader::State::Done);
   EXPECT_EQ(ok.take_request().body, "hello world");
+  // An empty chunked body (the last chunk first) in any pieces.
+  for (size_t piece : {0, 1, 2, 4}) {
+    RequestReader empty(small_limits());
+    ASSERT_EQ(read(empty, "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", piece),
+              RequestReader::State::Done)
+        << piece << ": " << empty.error_message();
+    EXPECT_EQ(empty.take_request().body, "");
+  }
 
   // 60 + 60 bytes in two chunks: refused at the second chunk's size line, before its data.
   RequestReader big(small_limits());
@@ -175,6 +183,54 @@ TEST(HttpParser, AChunkExtensionThatRunsPastItsLineIsA400InAnyPieces) {
     ASSERT_EQ(read(r, head + "5;a=\"b;c\";d\r\nhello\r\n0\r\nX-Trailer: 1\r\n\r\n", piece), RequestReader::State::Done)
         << piece << ": " << r.error_message();
     EXPECT_EQ(r.take_request().body, "hello");
+  }
+}
+
+// A chunk header over 4,096 bytes (a line, or the last chunk's line and
+// trailer fields) is refused with the same message read whole or in
+// pieces, valid or not; Beast alone read a long valid line whole and
+// called a long malformed one "malformed" (found by fuzz_http). A bare CR
+// within the bound is Beast's to refuse, and a header that ends within the
+// bound is read.
+TEST(HttpParser, AChunkHeaderOverTheBoundIsRefusedAloneAndAlikeInAnyPieces) {
+  HttpLimits limits = small_limits();
+  limits.max_body_bytes = 1 << 20;
+  const std::string head = "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::string ext(4200, 'e');
+  const std::string line_too_long = "a chunk header of the request body is longer than 4096 bytes";
+  const std::string trailer_too_long =
+      "the last chunk of the request body and its trailer fields are longer than 4096 bytes";
+  const std::string malformed = "the chunked request body is malformed";
+  std::string trailers;
+  while (trailers.size() < 4200) trailers += "X-T: 1\r\n";
+  const struct {
+    std::string body;
+    std::string message;  // empty: read, with body "hello"
+  } cases[] = {
+      {"5;" + ext + "\r\nhello\r\n0\r\n\r\n", line_too_long},                  // valid, first chunk
+      {"5\r\nhello\r\n1;" + ext + "\r\n!\r\n0\r\n\r\n", line_too_long},        // valid, after a chunk
+      {"5;e\x01" + ext + "\r\nhello\r\n0\r\n\r\n", line_too_long},              // malformed past the bound
+      {"5;" + std::string(4094, 'e') + "\r\nhello\r\n0\r\n\r\n", ""},            // 4,096 bytes: read
+      {"5\r\nhello\r\n0\r\n" + trailers + "\r\n", trailer_too_long},              // long trailer
+      {"5\r\nhello\r\n0;" + ext + "\r\n\r\n", line_too_long},                    // long last-chunk line
+      {"5\r\nhello\r\n0\r\nX-T: 1\r\n\r\n", ""},                                // short trailer: read
+      {"5;x\ry" + ext + "\r\nhello\r\n0\r\n\r\n", "malformed request: bad line ending"},  // bare CR first
+      {"g\r\nhello\r\n0\r\n\r\n", malformed},                                       // a bad size: Beast's 400
+  };
+  for (const auto& c : cases) {
+    for (size_t piece : {0, 1, 3, 1000}) {
+      RequestReader r(limits);
+      const auto state = read(r, head + c.body, piece);
+      const std::string where = std::to_string(piece) + ": " + c.body.substr(0, 12);
+      if (c.message.empty()) {
+        ASSERT_EQ(state, RequestReader::State::Done) << where << ": " << r.error_message();
+        EXPECT_EQ(r.take_request().body, "hello") << where;
+        continue;
+      }
+      ASSERT_EQ(state, RequestReader::State::Error) << where;
+      EXPECT_EQ(r.error_status(), 400) << where;
+      EXPECT_EQ(r.error_message(), c.message) << where;
+    }
   }
 }
 
