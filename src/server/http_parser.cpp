@@ -47,15 +47,13 @@ bool last_chunk(std::string_view line) {
 // chunk's trailer to end before it reads it, so whether a header is too long
 // does not depend on how the body was cut into pieces.
 std::optional<std::string> chunk_header_too_long(std::string_view line) {
-  const size_t cr = line.find('\r');
-  if (cr == std::string_view::npos || cr > kMaxChunkLine) {
-    if (line.size() <= kMaxChunkLine) return std::nullopt;
+  if (line.size() <= kMaxChunkLine) return std::nullopt;  // no scan while it cannot be: pieces cost O(piece)
+  const size_t cr = line.substr(0, kMaxChunkLine + 1).find('\r');
+  if (cr == std::string_view::npos || cr > kMaxChunkLine)
     return fmt::format("a chunk header of the request body is longer than {} bytes", kMaxChunkLine);
-  }
   if (cr + 1 >= line.size() || line[cr + 1] != '\n' || !last_chunk(line.substr(0, cr))) return std::nullopt;
-  const size_t end = line.find("\r\n\r\n", cr);  // the trailer's end, as Beast finds it
-  if (line.size() <= kMaxChunkLine || (end != std::string_view::npos && end + 4 <= kMaxChunkLine))
-    return std::nullopt;
+  const size_t end = line.substr(0, kMaxChunkLine).find("\r\n\r\n", cr);  // the trailer's end, as Beast finds it
+  if (end != std::string_view::npos && end + 4 <= kMaxChunkLine) return std::nullopt;
   return fmt::format("the last chunk of the request body and its trailer fields are longer than {} bytes",
                      kMaxChunkLine);
 }
