@@ -176,6 +176,36 @@ def test_a_huge_chunk_size_is_refused_at_once(srv):
     assert status_of(r) == 413 and time.monotonic() - t0 < 2
 
 
+def test_a_chunk_header_over_4_kib_is_the_same_400_at_once_or_in_pieces(srv):
+    body = b'{"prompt": "hi", "max_tokens": 1}'
+    head = post_head("/v1/completions", "Transfer-Encoding: chunked\r\n\r\n")
+    cases = [  # a valid chunk extension, and trailer fields, each over the bound
+        (b"%x;%s\r\n%s\r\n0\r\n\r\n" % (len(body), b"e" * 5000, body), "a chunk header"),
+        (b"%x\r\n%s\r\n0\r\n%s\r\n" % (len(body), body, b"X-T: 1\r\n" * 700), "trailer fields"),
+    ]
+    for chunked, what in cases:
+        whole = raw(srv, head + chunked)
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+            s.sendall(head)
+            for i in range(0, len(chunked), 997):
+                try:
+                    s.sendall(chunked[i:i + 997])
+                except (BrokenPipeError, ConnectionResetError):
+                    break
+                time.sleep(0.001)
+            s.settimeout(10)
+            cut = b""
+            try:
+                while part := s.recv(65536):
+                    cut += part
+            except (ConnectionResetError, socket.timeout):
+                pass
+        for r in (whole, cut):
+            assert status_of(r) == 400, r[:300]
+            assert what in json_body(r)["error"]["message"] and "4096 bytes" in json_body(r)["error"]["message"]
+        assert json_body(whole)["error"]["message"] == json_body(cut)["error"]["message"]
+
+
 @pytest.mark.parametrize("headers,want", [
     ("Content-Length: 2\r\nContent-Length: 2\r\n", 400),
     ("Content-Length: 2\r\nContent-Length: 3\r\n", 400),
