@@ -206,9 +206,7 @@ ChatAction ChatInput::command(std::string_view line) {
   const size_t sp = line.find_first_of(" \t");
   const std::string_view name = line.substr(0, sp);
   const std::string_view arg = sp == std::string_view::npos ? std::string_view() : line.substr(sp + 1);
-  std::vector<std::string> names;
   for (const CommandName& c : kCommands) {
-    names.emplace_back(c.name);
     if (name != c.name) continue;
     if (!c.takes_text && !trim(arg).empty())
       return refused(fmt::format("{} takes nothing after it, got '{}'", c.name, shown(trim(arg))));
@@ -221,6 +219,8 @@ ChatAction ChatInput::command(std::string_view line) {
       return refused(fmt::format("{} needs a file: {} FILE", c.name, c.name));
     return a;
   }
+  std::vector<std::string> names;
+  for (const CommandName& c : kCommands) names.emplace_back(c.name);
   const std::string guess = closest(name, names);
   return refused(fmt::format("unknown command '{}'{}; it was not sent (commands: {}; a message that starts with / is "
                              "written //)",
