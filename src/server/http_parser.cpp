@@ -63,7 +63,7 @@ std::optional<std::string> chunk_header_too_long(std::string_view line) {
 // extensions do not end on it: Beast reads extensions up to the end of what
 // it was given, not of the line.
 bool whole_chunk_line(std::string_view line) {
-  const size_t eol = line.find("\r\n");
+  const size_t eol = line.substr(0, kMaxChunkLine + 2).find("\r\n");  // a longer line is refused before
   return eol != std::string_view::npos && !chunk_size(line).empty() && !last_chunk(line.substr(0, eol));
 }
 }  // namespace
