@@ -14,7 +14,8 @@
 //        NUL or another control byte, a Content-Length that is not a
 //        decimal number, two Content-Length fields, Transfer-Encoding other
 //        than "chunked" or beside a Content-Length, a malformed chunk, a
-//        target that is not a path
+//        chunk header over 4 KiB (its line; for the last chunk, its line
+//        and trailer fields), a target that is not a path
 // What is read, and what is refused with which status, does not depend on
 // how the bytes are cut into pieces (an error may only show once more of
 // them are in).
