@@ -31,21 +31,23 @@ size_t distance(std::string_view a, std::string_view b) {
 
 std::string closest(std::string_view word, const std::vector<std::string>& candidates) {
   if (word.size() > 64) return "";  // no name is that long; and the table grows with the word
+  // Without its dashes (or a chat command's slash) the word is what was typed:
+  // "-x" against "-c" is not a typo worth naming.
+  size_t letters = word.size();
+  while (letters > 0 && (word[word.size() - letters] == '-' || word[word.size() - letters] == '/')) --letters;
+  if (letters < 2) return "";
+  const size_t allowed = std::max<size_t>(1, letters / 3);
   std::string best;
   size_t best_d = SIZE_MAX;
   std::string only_prefix;
   int prefixes = 0;
   for (const std::string& c : candidates) {
+    if (c.size() > word.size() && c.compare(0, word.size(), word) == 0) ++prefixes, only_prefix = c;
+    // The distance is at least the difference in length: no table for a name that far.
+    if ((c.size() > word.size() ? c.size() - word.size() : word.size() - c.size()) > allowed) continue;
     const size_t d = distance(word, c);
     if (d < best_d) best_d = d, best = c;
-    if (c.size() > word.size() && c.compare(0, word.size(), word) == 0) ++prefixes, only_prefix = c;
   }
-  // Without its dashes (or a chat command's slash) the word is what was typed:
-  // "-x" against "-c" is not a typo worth naming.
-  size_t letters = word.size();
-  while (letters > 0 && (word[word.size() - letters] == '-' || word[word.size() - letters] == '/')) --letters;
-  const size_t allowed = std::max<size_t>(1, letters / 3);
-  if (letters < 2) return "";
   if (best_d > 0 && best_d <= allowed) return best;
   if (prefixes == 1) return only_prefix;
   return "";
