@@ -124,10 +124,9 @@ std::vector<SinksRow> measure_sinks(const Model& model, std::span<const int32_t>
     so.block_size = kBlock;
     Session s(model, so);
     Scores sc;
-    int64_t dropped = 0;  // text position = cache position + dropped, past the sinks
-    for (int64_t p = 0; p + 1 < n; p += kBlock) {
+    for (int64_t p = 0; p + 1 < n; p += kBlock) {  // p: the text position (the cache's is p less what slid out)
       const int64_t m = std::min<int64_t>(kBlock, n - 1 - p);
-      dropped += s.slide(m, sinks);
+      s.slide(m, sinks);
       s.append(text.subspan(static_cast<size_t>(p), static_cast<size_t>(m)), [&](int64_t, const float* l, int64_t rows) {
         for (int64_t j = 0; j < rows; ++j) sc.add(p + j, nll(l + j * V, V, text[p + j + 1]));
       });
