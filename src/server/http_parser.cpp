@@ -58,13 +58,16 @@ std::optional<std::string> chunk_header_too_long(std::string_view line) {
                      kMaxChunkLine);
 }
 
-// Whether `line` is a whole chunk header line of a chunk that is not the
-// last one. Beast asks for more bytes on such a line only when its
-// extensions do not end on it: Beast reads extensions up to the end of what
-// it was given, not of the line.
-bool whole_chunk_line(std::string_view line) {
-  const size_t eol = line.substr(0, kMaxChunkLine + 2).find("\r\n");  // a longer line is refused before
-  return eol != std::string_view::npos && !chunk_size(line).empty() && !last_chunk(line.substr(0, eol));
+// Whether the chunk header at the start of `line` is all there: its line,
+// and for the last chunk the end of its trailer fields too. Beast asks for
+// more bytes on a whole header only when its extensions do not end on their
+// line: Beast reads extensions up to the end of what it was given, not of
+// the line.
+bool whole_chunk_header(std::string_view line) {
+  line = line.substr(0, kMaxChunkLine + 2);  // a longer header is refused before
+  const size_t eol = line.find("\r\n");
+  if (eol == std::string_view::npos || chunk_size(line).empty()) return false;
+  return !last_chunk(line.substr(0, eol)) || line.find("\r\n\r\n", eol) != std::string_view::npos;
 }
 }  // namespace
 
@@ -169,11 +172,13 @@ RequestReader::State RequestReader::parse() {
     const size_t used = p.put(boost::asio::buffer(buffer_.data(), buffer_.size()), ec);
     if (ec == bhttp::error::need_more && !p.is_header_done()) break;  // the head stays whole for the next piece
     if (in_body && !at_chunk_header && p.chunked()) beast_->chunk_left -= used;  // chunk data
-    // A chunk line whose extensions run past its end is malformed. Waiting
-    // would be wrong as well as slow: Beast subtracts the chunk's size from
-    // the body limit before it reads the extensions, again at each retry, so
-    // enough pieces turned this 400 into a 413 (found by fuzz_http).
-    if (ec == bhttp::error::need_more && at_chunk_header && whole_chunk_line(line))
+    // A chunk header whose extensions run past their line is malformed.
+    // Waiting would be wrong as well as slow: Beast subtracts the chunk's
+    // size from the body limit before it reads the extensions, again at each
+    // retry, so enough pieces turned this 400 into a 413; and after a last
+    // chunk it read every byte that came on from the line's start again, for
+    // as long as they came (both found by fuzz_http).
+    if (ec == bhttp::error::need_more && at_chunk_header && whole_chunk_header(line))
       return fail(400, "the chunked request body is malformed");
     buffer_.erase(0, used);
     if (ec == bhttp::error::need_more) break;

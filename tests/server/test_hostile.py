@@ -176,6 +176,14 @@ def test_a_huge_chunk_size_is_refused_at_once(srv):
     assert status_of(r) == 413 and time.monotonic() - t0 < 2
 
 
+def test_a_last_chunk_whose_extension_runs_past_its_line_is_a_400_at_once(srv):
+    # An unclosed quoted string: the reader used to wait, reading all that came after it again with each read.
+    t0 = time.monotonic()
+    r = raw(srv, post_head("/v1/completions", "Transfer-Encoding: chunked\r\n\r\n") + b'0;e="q\r\n\r\n' + b"x" * 200000)
+    assert status_of(r) == 400 and "malformed" in json_body(r)["error"]["message"], r[:300]
+    assert time.monotonic() - t0 < 2
+
+
 def test_a_chunk_header_over_4_kib_is_the_same_400_at_once_or_in_pieces(srv):
     body = b'{"prompt": "hi", "max_tokens": 1}'
     head = post_head("/v1/completions", "Transfer-Encoding: chunked\r\n\r\n")

@@ -164,13 +164,15 @@ TEST(HttpParser, AHeadThatNeverEndsALineIsRefusedAtTheLimitInAnyPieces) {
 // string) is a 400 however the body is cut. Read a byte at a time it was a
 // 413: Beast subtracted the chunk's size from the body limit at each retry
 // of the line (found by fuzz_http); read at once, with no closing quote
-// anywhere, it waited for more.
+// anywhere, it waited for more. After the last chunk it waited for as long
+// as bytes came, reading them all again with each piece (found by fuzz_http).
 TEST(HttpParser, AChunkExtensionThatRunsPastItsLineIsA400InAnyPieces) {
   std::string lines;
   for (int i = 0; i < 300; ++i) lines += "x\r\n";
   const std::string head = "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
   for (const std::string& body : {"5;ext=\"abc\r\n" + lines, "5;ext=\"abc\r\nhello\"\r\n" + lines,
-                                  "3\r\nabc\r\n5;e=\"q\r\n" + lines}) {
+                                  "3\r\nabc\r\n5;e=\"q\r\n" + lines, "3\r\nabc\r\n0;e=\"q\r\n\r\n" + lines,
+                                  "0;e=\"q\r\nX: 1\r\n\r\n" + lines}) {
     for (size_t piece : {0, 1, 2, 7}) {
       RequestReader r(small_limits());
       ASSERT_EQ(read(r, head + body, piece), RequestReader::State::Error) << piece << ": " << body.substr(0, 20);
