@@ -20,6 +20,7 @@ namespace {
 // Bytes held of a chunk header line before it ends; for the last chunk, of
 // its line, trailer fields and the empty line that ends them.
 constexpr size_t kMaxChunkLine = 4096;
+constexpr const char* kMalformedChunk = "the chunked request body is malformed";
 
 // The unread body from the first byte of its chunk header line: after the
 // CRLF that ends the previous chunk's data (`after_chunk`). Empty when that
@@ -179,7 +180,7 @@ RequestReader::State RequestReader::parse() {
     // chunk it read every byte that came on from the line's start again, for
     // as long as they came (both found by fuzz_http).
     if (ec == bhttp::error::need_more && at_chunk_header && whole_chunk_header(line))
-      return fail(400, "the chunked request body is malformed");
+      return fail(400, kMalformedChunk);
     buffer_.erase(0, used);
     if (ec == bhttp::error::need_more) break;
     if (ec == bhttp::error::body_limit)
@@ -194,7 +195,7 @@ RequestReader::State RequestReader::parse() {
     if (ec == bhttp::error::bad_transfer_encoding)
       return fail(400, "Transfer-Encoding appears twice, or beside a Content-Length");
     if (ec == bhttp::error::bad_chunk || ec == bhttp::error::bad_chunk_extension)
-      return fail(400, "the chunked request body is malformed");
+      return fail(400, kMalformedChunk);
     if (ec) return fail(400, fmt::format("malformed request: {}", ec.message()));
     if (!in_body && p.is_header_done()) {
       take_head();

@@ -22,11 +22,15 @@ def chat_body(text: str, **kw) -> dict:
     return {"messages": [{"role": "user", "content": text}], **kw}
 
 
-def raw(srv: TallyServer, data: bytes, timeout: float = 10, read_all: bool = True) -> bytes:
-    """Sends `data` on a new connection and returns what comes back until the server closes (or `timeout`)."""
+def raw(srv: TallyServer, data: bytes, timeout: float = 10, read_all: bool = True, piece: int = 0) -> bytes:
+    """Sends `data` on a new connection (in writes of `piece` bytes, 0: at once) and returns what comes back until
+    the server closes (or `timeout`)."""
     with socket.create_connection(("127.0.0.1", srv.port), timeout=timeout) as s:
         try:
-            s.sendall(data)
+            for i in range(0, len(data), piece or max(len(data), 1)):
+                s.sendall(data[i:i + (piece or len(data))])
+                if piece:
+                    time.sleep(0.001)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the server may answer and close before taking everything
         out = b""
@@ -192,22 +196,7 @@ def test_a_chunk_header_over_4_kib_is_the_same_400_at_once_or_in_pieces(srv):
         (b"%x\r\n%s\r\n0\r\n%s\r\n" % (len(body), body, b"X-T: 1\r\n" * 700), "trailer fields"),
     ]
     for chunked, what in cases:
-        whole = raw(srv, head + chunked)
-        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
-            s.sendall(head)
-            for i in range(0, len(chunked), 997):
-                try:
-                    s.sendall(chunked[i:i + 997])
-                except (BrokenPipeError, ConnectionResetError):
-                    break
-                time.sleep(0.001)
-            s.settimeout(10)
-            cut = b""
-            try:
-                while part := s.recv(65536):
-                    cut += part
-            except (ConnectionResetError, socket.timeout):
-                pass
+        whole, cut = raw(srv, head + chunked), raw(srv, head + chunked, piece=997)
         for r in (whole, cut):
             assert status_of(r) == 400, r[:300]
             assert what in json_body(r)["error"]["message"] and "4096 bytes" in json_body(r)["error"]["message"]
