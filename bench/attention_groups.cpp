@@ -54,7 +54,8 @@ int main(int argc, char** argv) {
         for (int r = 0; r < 31; ++r) {
           const auto t0 = std::chrono::steady_clock::now();
           for (int i = 0; i < 10; ++i)
-            kernels_at(level).attend_group(q.data(), n_q, kv, 0, depth, 0.125f, scratch.data(), out.data(), -1, 0);
+            kernels_at(level).attention(kv).group(kv, AttendArgs{q.data(), n_q, 0, 0.125f}, KeyRange::causal(depth),
+                                                  scratch.data(), out.data());
           t.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / 10);
         }
         std::nth_element(t.begin(), t.begin() + 15, t.end());

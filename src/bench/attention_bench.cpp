@@ -72,7 +72,7 @@ AttentionBenchResult run_attention_benchmark(const AttentionBenchOptions& o) {
       for (int64_t l = 0; l < s.n_layer; ++l) {
         const KvLayerView kv = cache.view(l, seq);
         for (int64_t h = 0; h < s.n_kv_head; ++h)
-          attend_group(q.data(), group, kv, h, d, scale, scratch.data(), out.data());
+          attend_group(kv, AttendArgs{q.data(), group, h, scale}, KeyRange::causal(d), scratch.data(), out.data());
       }
     });
     r.decode.push_back(row);
@@ -81,8 +81,8 @@ AttentionBenchResult run_attention_benchmark(const AttentionBenchOptions& o) {
   r.prefill_ms = median_ms(o.reps, [&] {
     for (int64_t i = 0; i < o.prefill_queries; ++i)
       for (int64_t h = 0; h < s.n_kv_head; ++h)
-        attend_group(q.data() + i * group * s.head_dim, group, kv0, h, o.prefill_keys, scale, scratch.data(),
-                     out.data());
+        attend_group(kv0, AttendArgs{q.data() + i * group * s.head_dim, group, h, scale},
+                     KeyRange::causal(o.prefill_keys), scratch.data(), out.data());
   });
   // Query i sits at position prefill_keys + i: it sees the keys before it and itself.
   const int64_t last = o.prefill_keys + o.prefill_queries;
@@ -92,8 +92,9 @@ AttentionBenchResult run_attention_benchmark(const AttentionBenchOptions& o) {
   r.prefill_path_ms = median_ms(o.reps, [&] {
     for (int64_t i = 0; i < o.prefill_queries; i += kAttentionTokens)
       for (int64_t h = 0; h < s.n_kv_head; ++h)
-        attend_tokens(q.data() + i * q_stride, q_stride, std::min(kAttentionTokens, o.prefill_queries - i), group,
-                      kv0, h, o.prefill_keys + i + 1, scale, tokens_scratch.data(), tokens_out.data(), q_stride);
+        attend_tokens(kv0, AttendArgs{q.data() + i * q_stride, group, h, scale},
+                      QueryRun{std::min(kAttentionTokens, o.prefill_queries - i), q_stride, q_stride},
+                      o.prefill_keys + i + 1, tokens_scratch.data(), tokens_out.data());
   });
   return r;
 }

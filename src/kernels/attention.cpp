@@ -1,5 +1,6 @@
 #include "kernels/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -32,27 +33,32 @@ void attention_merge(const float* partials, int64_t n_chunks, int64_t n_q, int64
   }
 }
 
-bool attend_chunk(const float* q, int64_t n_q, const KvLayerView& kv, int64_t kv_head, int64_t chunk, int64_t n_keys,
-                  int64_t n_visible, float scale, float* scores, float* partial, int64_t first_visible) {
-  return kernels().attend_chunk(q, n_q, kv, kv_head, chunk, n_keys, n_visible, scale, scores, partial, first_visible);
+KeyRange KeyRange::resolved() const {
+  return {keys, visible < 0 ? keys : std::clamp<int64_t>(visible, 0, keys), std::max<int64_t>(first, 0)};
 }
 
-void attend_group(const float* q, int64_t n_q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys, float scale,
-                  float* scratch, float* out, int64_t n_visible, int64_t first_visible) {
-  kernels().attend_group(q, n_q, kv, kv_head, n_keys, scale, scratch, out, n_visible, first_visible);
+const AttentionKernels& KernelTable::attention(const KvLayerView& kv) const {
+  const int f = kv_format_index(kv.type);
+  if (f < 0) fail("attention: no kernel reads a {} cache", dtype_name(kv.type));
+  return attend[f][static_cast<int>(head_fit(kv.head_dim))];
 }
 
-void attend_tokens(const float* q, int64_t q_stride, int64_t n_tokens, int64_t n_q, const KvLayerView& kv,
-                   int64_t kv_head, int64_t n_keys, float scale, float* scratch, float* out, int64_t out_stride) {
-  if (n_tokens < 1 || n_tokens > kAttentionTokens)
-    fail("attend_tokens takes 1 to {} queries, got {}", kAttentionTokens, n_tokens);
-  kernels().attend_tokens(q, q_stride, n_tokens, n_q, kv, kv_head, n_keys, scale, scratch, out, out_stride);
+bool attend_chunk(const KvLayerView& kv, const AttendArgs& a, const KeyRange& range, int64_t chunk, float* scores,
+                  float* partial) {
+  return kernels().attention(kv).chunk(kv, a, range, chunk, scores, partial);
 }
 
-void install_scalar_attention(KernelTable& t) {
-  t.attend_chunk = attend_chunk_impl<ScalarOps>;
-  t.attend_group = attend_group_impl<ScalarOps>;
-  t.attend_tokens = attend_tokens_impl<ScalarOps>;
+void attend_group(const KvLayerView& kv, const AttendArgs& a, const KeyRange& range, float* scratch, float* out) {
+  kernels().attention(kv).group(kv, a, range, scratch, out);
 }
+
+void attend_tokens(const KvLayerView& kv, const AttendArgs& a, const QueryRun& run, int64_t n_keys, float* scratch,
+                   float* out) {
+  if (run.n_tokens < 1 || run.n_tokens > kAttentionTokens)
+    fail("attend_tokens takes 1 to {} queries, got {}", kAttentionTokens, run.n_tokens);
+  kernels().attention(kv).tokens(kv, a, run, n_keys, scratch, out);
+}
+
+void install_scalar_attention(KernelTable& t) { install_attention<ScalarOps>(t, HeadFit::Any); }
 
 }  // namespace tally

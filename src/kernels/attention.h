@@ -33,18 +33,38 @@ inline int64_t attention_scratch_floats(int64_t n_q, int64_t head_dim, int64_t n
   return attention_score_floats(n_q) + attention_chunks(n_keys) * attention_partial_floats(n_q, head_dim);
 }
 
-// Chunk `chunk` of the attention of the n_q query heads sharing kv head
-// `kv_head` (q: n_q head vectors back to back): scores for keys
-// [chunk * C, min((chunk + 1) * C, n_keys)), of which those below n_visible
-// weigh in (the dense "compute all scores, then mask" form keeps n_visible <
-// n_keys; the causal pass has them equal). scores: attention_score_floats(n_q)
-// scratch. Keys below first_visible are neither scored nor weighed (a sliding
-// window: the query sees [first_visible, n_visible)). Writes `partial` and
-// returns true, or returns false when the chunk holds no visible key.
-// PRECONDITION: n_visible <= n_keys <= kv.length.
-bool attend_chunk(const float* q, int64_t n_q, const KvLayerView& kv, int64_t kv_head, int64_t chunk,
-                  int64_t n_keys, int64_t n_visible, float scale, float* scores, float* partial,
-                  int64_t first_visible = 0);
+// One kernel call's queries: the n_q query heads that share kv head
+// `kv_head` (n_q head vectors back to back at q), and the score scale.
+struct AttendArgs {
+  const float* q = nullptr;
+  int64_t n_q = 0;
+  int64_t kv_head = 0;
+  float scale = 1;
+};
+
+// Which keys a query reads. Keys [first, keys) are scored and those in
+// [first, visible) weigh in: the causal pass has visible == keys, the dense
+// "compute all scores, then mask" form of the lab keeps visible < keys, and a
+// sliding window starts at first > 0 (keys below it are neither scored nor
+// weighed). visible < 0 means keys.
+// INVARIANT (of a resolved range): 0 <= first, visible <= keys <= kv.length.
+struct KeyRange {
+  int64_t keys = 0;
+  int64_t visible = -1;
+  int64_t first = 0;
+
+  static KeyRange causal(int64_t n_keys) { return {n_keys, n_keys, 0}; }
+  // visible clamped to [0, keys] and first to >= 0.
+  KeyRange resolved() const;
+};
+
+// Chunk `chunk` of the attention of a.q: scores for the range's keys in
+// [chunk * C, (chunk + 1) * C), weighed as the range says. scores:
+// attention_score_floats(n_q) scratch. Writes `partial` and returns true, or
+// returns false when the chunk holds no visible key.
+// PRECONDITION: `range` is resolved.
+bool attend_chunk(const KvLayerView& kv, const AttendArgs& a, const KeyRange& range, int64_t chunk, float* scores,
+                  float* partial);
 
 // out (n_q heads of head_dim) from the partials of chunks [0, n_chunks), back to back.
 void attention_merge(const float* partials, int64_t n_chunks, int64_t n_q, int64_t head_dim, float* out);
@@ -64,22 +84,27 @@ inline int64_t attention_tokens_scratch_floats(int64_t n_q, int64_t head_dim, in
          kAttentionTokens * attention_chunks(n_keys) * attention_partial_floats(n_q, head_dim);
 }
 
-// All chunks of one group, then the merge: out = softmax(q . K[first_visible..n_visible) * scale) V,
-// scoring keys [first_visible, n_keys). n_visible < 0 means n_keys. A window
-// (first_visible > 0) skips the chunks wholly below it. scratch:
-// attention_scratch_floats(n_q, head_dim, n_keys) floats.
+// All chunks of one group, then the merge: out = softmax(q . K[first..visible) * scale) V,
+// scoring keys [first, keys). A window skips the chunks wholly below it.
+// scratch: attention_scratch_floats(n_q, head_dim, range.keys) floats.
 // attend_chunk and attend_group run the kernels of the current level
 // (kernel_table.h); kernels_at(SimdLevel::Scalar) has the reference.
-void attend_group(const float* q, int64_t n_q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys, float scale,
-                  float* scratch, float* out, int64_t n_visible = -1, int64_t first_visible = 0);
+void attend_group(const KvLayerView& kv, const AttendArgs& a, const KeyRange& range, float* scratch, float* out);
 
-// attend_group for n_tokens (1..kAttentionTokens) queries at consecutive
-// positions of one causal sequence: query i (n_q heads at q + i * q_stride)
-// sees keys [0, n_keys + i) and its result goes to out + i * out_stride. Each
-// query's result is attend_group's, bit for bit: its scores and its sums run
-// the same steps, and the keys past its last weigh exactly 0 in the value
+// n_tokens (1..kAttentionTokens) queries at consecutive positions of one
+// causal sequence, for attend_tokens: query i's n_q heads are at
+// a.q + i * q_stride, and its result goes to out + i * out_stride.
+struct QueryRun {
+  int64_t n_tokens = 1;
+  int64_t q_stride = 0;
+  int64_t out_stride = 0;
+};
+
+// attend_group for the queries of `run`: query i sees keys [0, n_keys + i).
+// Each query's result is attend_group's, bit for bit: its scores and its sums
+// run the same steps, and the keys past its last weigh exactly 0 in the value
 // sums (the cache holds finite values). scratch:
 // attention_tokens_scratch_floats(n_q, head_dim, n_keys + n_tokens - 1) floats.
-void attend_tokens(const float* q, int64_t q_stride, int64_t n_tokens, int64_t n_q, const KvLayerView& kv,
-                   int64_t kv_head, int64_t n_keys, float scale, float* scratch, float* out, int64_t out_stride);
+void attend_tokens(const KvLayerView& kv, const AttendArgs& a, const QueryRun& run, int64_t n_keys, float* scratch,
+                   float* out);
 }  // namespace tally

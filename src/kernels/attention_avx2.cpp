@@ -8,11 +8,7 @@
 namespace tally {
 
 #ifdef __AVX2__
-void install_attention_avx2(KernelTable& t) {
-  t.attend_chunk = attend_chunk_impl<Avx2Ops>;
-  t.attend_group = attend_group_impl<Avx2Ops>;
-  t.attend_tokens = attend_tokens_impl<Avx2Ops>;
-}
+void install_attention_avx2(KernelTable& t) { install_attention<Avx2Ops>(t, HeadFit::Vec8); }
 #else
 void install_attention_avx2(KernelTable&) {}
 #endif

@@ -1,7 +1,8 @@
 // The AVX-512 attention kernels (compiled with -mavx512f/bw/vl/vnni besides AVX2;
-// called only when the CPU has them). They take head sizes that fill 16-float
-// vectors (any group, as groups of up to 8 heads), and hand other head
-// sizes to the AVX2 kernels; a chunk whose scores are not all finite goes to the scalar softmax.
+// called only when the CPU has them). They are installed for head sizes that
+// fill 16-float vectors (any group, as groups of up to 8 heads); other head
+// sizes keep the AVX2 kernels in the table. A chunk whose scores are not all
+// finite goes to the scalar softmax.
 // Q8_0 / Q4_0 caches: integer dots of 16 keys per pass (vpdpbusd), whose
 // float steps are the AVX2 kernels' lane by lane.
 #include "kernels/attention_ops_avx2.h"  // first: it includes <immintrin.h>
@@ -123,20 +124,12 @@ void dots_t(const float* q, const uint8_t* k, int64_t m, uint64_t step, int64_t 
 }
 
 // The model head sizes (64, 128) get fully unrolled kernels.
-template <int NQ>
-void dots_n(const float* q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t, float scale,
-                         float* scores, int64_t stride) {
-  const bool f32 = t == DType::F32;
-  if (n == 64) {
-    if (f32) return dots_t<NQ, 4, true>(q, k, m, step, n, scale, scores, stride);
-    return dots_t<NQ, 4, false>(q, k, m, step, n, scale, scores, stride);
-  }
-  if (n == 128) {
-    if (f32) return dots_t<NQ, 8, true>(q, k, m, step, n, scale, scores, stride);
-    return dots_t<NQ, 8, false>(q, k, m, step, n, scale, scores, stride);
-  }
-  if (f32) return dots_t<NQ, 0, true>(q, k, m, step, n, scale, scores, stride);
-  dots_t<NQ, 0, false>(q, k, m, step, n, scale, scores, stride);
+template <int NQ, bool kF32>
+void dots_n(const float* q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, float scale, float* scores,
+            int64_t stride) {
+  if (n == 64) return dots_t<NQ, 4, kF32>(q, k, m, step, n, scale, scores, stride);
+  if (n == 128) return dots_t<NQ, 8, kF32>(q, k, m, step, n, scale, scores, stride);
+  dots_t<NQ, 0, kF32>(q, k, m, step, n, scale, scores, stride);
 }
 
 // Values of a slice of W 16-float vectors starting at dimension d0, for NQ
@@ -170,33 +163,23 @@ void weighted_sum_t(float* out, const float* w, int64_t stride, const KvLayerVie
 }
 
 // The widest slice (4, 2 or 1 vectors) that divides the head and keeps at most 16 accumulators.
-template <int NQ>
-void weighted_sum_n(float* out, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
-                                 int64_t b, int64_t e) {
+template <int NQ, bool kF32>
+void weighted_sum_n(float* out, const float* w, int64_t stride, const KvLayerView& kv, int64_t g, int64_t b,
+                    int64_t e) {
   const int64_t nv = kv.head_dim / 16;
-  const bool f32 = kv.type == DType::F32;
-  if (NQ * 4 <= 16 && nv % 4 == 0) {
-    if (f32) return weighted_sum_t<NQ, 4, true>(out, w, stride, kv, g, b, e);
-    return weighted_sum_t<NQ, 4, false>(out, w, stride, kv, g, b, e);
-  }
-  if (nv % 2 == 0) {
-    if (f32) return weighted_sum_t<NQ, 2, true>(out, w, stride, kv, g, b, e);
-    return weighted_sum_t<NQ, 2, false>(out, w, stride, kv, g, b, e);
-  }
-  if (f32) return weighted_sum_t<NQ, 1, true>(out, w, stride, kv, g, b, e);
-  weighted_sum_t<NQ, 1, false>(out, w, stride, kv, g, b, e);
+  if (NQ * 4 <= 16 && nv % 4 == 0) return weighted_sum_t<NQ, 4, kF32>(out, w, stride, kv, g, b, e);
+  if (nv % 2 == 0) return weighted_sum_t<NQ, 2, kF32>(out, w, stride, kv, g, b, e);
+  weighted_sum_t<NQ, 1, kF32>(out, w, stride, kv, g, b, e);
 }
 
-// scores[h * stride + j] = (q_h . k_j) * scale for m keys `step` bytes apart;
-// false (nothing done) for a head size that does not fill 16-float vectors. A key's score
-// is the same bits whether it is summed with 15 other keys or alone.
-bool dots_block(const float* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step,
-                             int64_t head_dim, DType t, float scale, float* scores, int64_t stride) {
-  if (head_dim % 16 != 0) return false;
+// scores[h * stride + j] = (q_h . k_j) * scale for m keys `step` bytes apart.
+// A key's score is the same bits whether it is summed with 15 other keys or alone.
+template <class Fmt>
+void dots_block(const float* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t head_dim,
+                float scale, float* scores, int64_t stride) {
   for_head_groups(n_q, [&]<int NQ>(int64_t h0) {
-    dots_n<NQ>(q + h0 * head_dim, k, m, step, head_dim, t, scale, scores + h0 * stride, stride);
+    dots_n<NQ, Fmt::kF32>(q + h0 * head_dim, k, m, step, head_dim, scale, scores + h0 * stride, stride);
   });
-  return true;
 }
 
 // x[j] = exp(x[j] - max), writing the max and the sum; false when the max is not finite.
@@ -226,15 +209,13 @@ bool exp_sum(float* x, int64_t n, float* max_out, float* sum_out) {
   return true;
 }
 
-// out_h = sum over positions p in [b, e) of w[h * stride + p - b] * v_p for f32 / f16 values;
-// false for a head size not taken.
-bool weighted_sum(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv, int64_t kv_head,
+// out_h = sum over positions p in [b, e) of w[h * stride + p - b] * v_p for f32 / f16 values.
+template <class Fmt>
+void weighted_sum(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv, int64_t kv_head,
                   int64_t b, int64_t e) {
-  if (kv.head_dim % 16 != 0) return false;
   for_head_groups(n_q, [&]<int NQ>(int64_t h0) {
-    weighted_sum_n<NQ>(out + h0 * kv.head_dim, w + h0 * stride, stride, kv, kv_head, b, e);
+    weighted_sum_n<NQ, Fmt::kF32>(out + h0 * kv.head_dim, w + h0 * stride, stride, kv, kv_head, b, e);
   });
-  return true;
 }
 
 // --- Q8_0 / Q4_0 keys and values (the query quantized: QueryBlock) ---
@@ -242,14 +223,14 @@ bool weighted_sum(float* out, int64_t n_q, const float* w, int64_t stride, const
 // A key block's 32 values as the unsigned bytes vpdpbusd takes, with
 // q . k = u . q - offset * sum(q): Q8_0's k + 128 (the sign bit flipped,
 // offset 128), Q4_0's nibbles in value order (offset 8).
-template <bool kQ4>
+template <class Fmt>
 TALLY_ALWAYS_INLINE __m256i key_bytes(const uint8_t* kb) {
-  if constexpr (kQ4) {
-    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kb + 2));
+  if constexpr (Fmt::kQ4) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kb + kKvScaleBytes));
     const __m128i lo = _mm_set1_epi8(15);
     return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), lo), _mm_and_si128(x, lo));
   } else {
-    return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(kb + 2)),
+    return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(kb + kKvScaleBytes)),
                             _mm256_set1_epi8(static_cast<char>(0x80)));
   }
 }
@@ -272,11 +253,11 @@ TALLY_ALWAYS_INLINE __m512i key_sums16(const __m512i* d) {
 // once for all heads, and each block's 16 integer sums come out in one vector.
 // The float step s = s + float(isum) * (d_k * d_q) is the AVX2 kernel's and
 // the scalar twin's, lane by lane; fewer than 16 keys go to the AVX2 kernel.
-template <int NQ, bool kQ4>
+template <int NQ, class Fmt>
 void dots_q_t(const QueryBlock* q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, float scale,
               float* scores, int64_t stride) {
-  const int64_t nb = n / 32, bb = kQ4 ? 18 : 34;
-  const int32_t offset = kQ4 ? 8 : 128;
+  const int64_t nb = n / kKvBlockValues, bb = Fmt::kBlockBytes;
+  const int32_t offset = Fmt::kQ4 ? 8 : 128;
   const __m512 vscale = _mm512_set1_ps(scale);
   int64_t j = 0;
   for (; j + 16 <= m; j += 16, k += 16 * step) {
@@ -287,7 +268,7 @@ void dots_q_t(const QueryBlock* q, const uint8_t* k, int64_t m, uint64_t step, i
       __m512i u[8];
       for (int p = 0; p < 8; ++p) {
         const uint8_t* key = kb + static_cast<uint64_t>((p % 4) + 8 * (p / 4)) * step;
-        u[p] = _mm512_inserti64x4(_mm512_castsi256_si512(key_bytes<kQ4>(key)), key_bytes<kQ4>(key + 4 * step), 1);
+        u[p] = _mm512_inserti64x4(_mm512_castsi256_si512(key_bytes<Fmt>(key)), key_bytes<Fmt>(key + 4 * step), 1);
       }
       alignas(32) uint16_t dh[16];
       for (int i = 0; i < 16; ++i) std::memcpy(&dh[i], kb + i * step, 2);
@@ -303,46 +284,41 @@ void dots_q_t(const QueryBlock* q, const uint8_t* k, int64_t m, uint64_t step, i
     }
     for (int h = 0; h < NQ; ++h) _mm512_storeu_ps(scores + h * stride + j, _mm512_mul_ps(acc[h], vscale));
   }
-  if (j < m) Avx2Ops::dots_block_q(q, NQ, k, m - j, step, n, kQ4 ? DType::Q4_0 : DType::Q8_0, scale, scores + j, stride);
+  if (j < m) Avx2Ops::dots_block_q<Fmt>(q, NQ, k, m - j, step, n, scale, scores + j, stride);
 }
 
-template <int NQ>
-void dots_q_n(const QueryBlock* q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t, float scale,
-              float* scores, int64_t stride) {
-  if (t == DType::Q4_0) return dots_q_t<NQ, true>(q, k, m, step, n, scale, scores, stride);
-  dots_q_t<NQ, false>(q, k, m, step, n, scale, scores, stride);
-}
-
-// The quantized twin of dots_block (every shape: head sizes are whole blocks).
-void dots_block_q(const QueryBlock* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t,
+// The quantized twin of dots_block.
+template <class Fmt>
+void dots_block_q(const QueryBlock* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n,
                   float scale, float* scores, int64_t stride) {
   for_head_groups(n_q, [&]<int NQ>(int64_t h0) {
-    dots_q_n<NQ>(q + h0 * (n / 32), k, m, step, n, t, scale, scores + h0 * stride, stride);
+    dots_q_t<NQ, Fmt>(q + h0 * (n / kKvBlockValues), k, m, step, n, scale, scores + h0 * stride, stride);
   });
 }
 
 // A value block's 32 values as two 16-float vectors, without the block's scale.
-template <bool kQ4>
+template <class Fmt>
 TALLY_ALWAYS_INLINE void value_floats(const uint8_t* vb, __m512* out) {
-  if constexpr (kQ4) {
-    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(vb + 2));
+  const uint8_t* x8 = vb + kKvScaleBytes;
+  if constexpr (Fmt::kQ4) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x8));
     const __m128i lo = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
     out[0] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_sub_epi8(_mm_and_si128(x, lo), eight)));
     out[1] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(x, 4), lo), eight)));
   } else {
     for (int u = 0; u < 2; ++u)
-      out[u] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(vb + 2 + 16 * u))));
+      out[u] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x8 + 16 * u))));
   }
 }
 
 // One 32-value block of the head at a time, outer; keys inner: each key's
 // scale is folded into its weight once per head, and out += c * v is one FMA
 // per lane in key order, as in the AVX2 kernel (so the two agree bit for bit).
-template <int NQ, bool kQ4>
+template <int NQ, class Fmt>
 void weighted_sum_q_t(float* out, const float* w, int64_t stride, const KvLayerView& kv, int64_t g, int64_t b,
                       int64_t e) {
-  const int64_t hd = kv.head_dim, bb = kQ4 ? 18 : 34;
-  for (int64_t blk = 0; blk < hd / 32; ++blk) {
+  const int64_t hd = kv.head_dim, bb = Fmt::kBlockBytes;
+  for (int64_t blk = 0; blk < hd / kKvBlockValues; ++blk) {
     __m512 acc[NQ][2];
     for (int h = 0; h < NQ; ++h) acc[h][0] = acc[h][1] = _mm512_setzero_ps();
     for (KvRuns r(kv, kv.v_layer, g, b, e); r.next();) {
@@ -355,7 +331,7 @@ void weighted_sum_q_t(float* out, const float* w, int64_t stride, const KvLayerV
         std::memcpy(&dh, v, 2);
         const float d = _cvtsh_ss(dh);
         __m512 vv[2];
-        value_floats<kQ4>(v, vv);
+        value_floats<Fmt>(v, vv);
         for (int h = 0; h < NQ; ++h) {
           const __m512 c = _mm512_set1_ps(wp[h * stride + j] * d);
           acc[h][0] = _mm512_fmadd_ps(c, vv[0], acc[h][0]);
@@ -364,21 +340,15 @@ void weighted_sum_q_t(float* out, const float* w, int64_t stride, const KvLayerV
       }
     }
     for (int h = 0; h < NQ; ++h)
-      for (int u = 0; u < 2; ++u) _mm512_storeu_ps(out + h * hd + 32 * blk + 16 * u, acc[h][u]);
+      for (int u = 0; u < 2; ++u) _mm512_storeu_ps(out + h * hd + kKvBlockValues * blk + 16 * u, acc[h][u]);
   }
 }
 
-template <int NQ>
-void weighted_sum_q_n(float* out, const float* w, int64_t stride, const KvLayerView& kv, int64_t g, int64_t b,
-                      int64_t e) {
-  if (kv.type == DType::Q4_0) return weighted_sum_q_t<NQ, true>(out, w, stride, kv, g, b, e);
-  weighted_sum_q_t<NQ, false>(out, w, stride, kv, g, b, e);
-}
-
+template <class Fmt>
 void weighted_sum_q(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
                     int64_t b, int64_t e) {
   for_head_groups(n_q, [&]<int NQ>(int64_t h0) {
-    weighted_sum_q_n<NQ>(out + h0 * kv.head_dim, w + h0 * stride, stride, kv, g, b, e);
+    weighted_sum_q_t<NQ, Fmt>(out + h0 * kv.head_dim, w + h0 * stride, stride, kv, g, b, e);
   });
 }
 
@@ -437,39 +407,29 @@ void dots_lanes_t(const float* qt, int64_t qb, const uint8_t* k, int64_t m, uint
   }
 }
 
-template <int NB>
-void dots_lanes_n(const float* qt, int64_t qb, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t,
-                  float scale, float* st, int64_t R) {
-  const bool f32 = t == DType::F32;
-  if (n == 64) {
-    if (f32) return dots_lanes_t<NB, 4, true>(qt, qb, k, m, step, n, scale, st, R);
-    return dots_lanes_t<NB, 4, false>(qt, qb, k, m, step, n, scale, st, R);
-  }
-  if (n == 128) {
-    if (f32) return dots_lanes_t<NB, 8, true>(qt, qb, k, m, step, n, scale, st, R);
-    return dots_lanes_t<NB, 8, false>(qt, qb, k, m, step, n, scale, st, R);
-  }
-  if (n == 256) {
-    if (f32) return dots_lanes_t<NB, 16, true>(qt, qb, k, m, step, n, scale, st, R);
-    return dots_lanes_t<NB, 16, false>(qt, qb, k, m, step, n, scale, st, R);
-  }
-  if (f32) return dots_lanes_t<NB, 0, true>(qt, qb, k, m, step, n, scale, st, R);
-  dots_lanes_t<NB, 0, false>(qt, qb, k, m, step, n, scale, st, R);
+template <int NB, bool kF32>
+void dots_lanes_n(const float* qt, int64_t qb, const uint8_t* k, int64_t m, uint64_t step, int64_t n, float scale,
+                  float* st, int64_t R) {
+  if (n == 64) return dots_lanes_t<NB, 4, kF32>(qt, qb, k, m, step, n, scale, st, R);
+  if (n == 128) return dots_lanes_t<NB, 8, kF32>(qt, qb, k, m, step, n, scale, st, R);
+  if (n == 256) return dots_lanes_t<NB, 16, kF32>(qt, qb, k, m, step, n, scale, st, R);
+  dots_lanes_t<NB, 0, kF32>(qt, qb, k, m, step, n, scale, st, R);
 }
 
 // All R / 16 row blocks, up to 4 at a time (their adding trees in registers)
 // and no more than keep their queries in L1 (32 KB: every key reads them all).
-void dots_lanes(const float* qt, int64_t R, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t,
-                float scale, float* st) {
+template <bool kF32>
+void dots_lanes(const float* qt, int64_t R, const uint8_t* k, int64_t m, uint64_t step, int64_t n, float scale,
+                float* st) {
   const int64_t qb = 16 * n, most = std::clamp<int64_t>(512 / n, 1, 4);
   for (int64_t b0 = 0; b0 < R / 16; b0 += most) {
     const float* q = qt + b0 * qb;
     float* out = st + 16 * b0;
     switch (std::min(most, R / 16 - b0)) {
-      case 1: dots_lanes_n<1>(q, qb, k, m, step, n, t, scale, out, R); break;
-      case 2: dots_lanes_n<2>(q, qb, k, m, step, n, t, scale, out, R); break;
-      case 3: dots_lanes_n<3>(q, qb, k, m, step, n, t, scale, out, R); break;
-      default: dots_lanes_n<4>(q, qb, k, m, step, n, t, scale, out, R); break;
+      case 1: dots_lanes_n<1, kF32>(q, qb, k, m, step, n, scale, out, R); break;
+      case 2: dots_lanes_n<2, kF32>(q, qb, k, m, step, n, scale, out, R); break;
+      case 3: dots_lanes_n<3, kF32>(q, qb, k, m, step, n, scale, out, R); break;
+      default: dots_lanes_n<4, kF32>(q, qb, k, m, step, n, scale, out, R); break;
     }
   }
 }
@@ -570,6 +530,7 @@ TALLY_ALWAYS_INLINE void transpose16(const float* m, int64_t stride, __m512* t) 
 // (seen: per token, its keys in the chunk). Scratch: st (C x R) and work
 // ((C + R) x n: the values as floats, then the sums as O^T), R the rows
 // rounded up to 16.
+template <bool kF32>
 void tokens_chunk_lanes(const float* qt, int64_t n_tokens, int64_t n_q, const int64_t* seen, const KvLayerView& kv,
                         int64_t g, int64_t b, int64_t e, float scale, float* st, float* work, float* o, float* mx,
                         float* sum) {
@@ -577,7 +538,7 @@ void tokens_chunk_lanes(const float* qt, int64_t n_tokens, int64_t n_q, const in
   float* vf = work;
   float* oT = work + kAttentionChunk * n;
   for (KvRuns r(kv, kv.k_layer, g, b, e); r.next();)
-    dots_lanes(qt, R, r.ptr, r.count, r.step, n, kv.type, scale, st + (r.pos - b) * R);
+    dots_lanes<kF32>(qt, R, r.ptr, r.count, r.step, n, scale, st + (r.pos - b) * R);
   for (int64_t r0 = 0; r0 < R; r0 += 16) {
     alignas(64) int32_t lane_seen[16];
     for (int64_t r = 0; r < 16; ++r)
@@ -589,12 +550,9 @@ void tokens_chunk_lanes(const float* qt, int64_t n_tokens, int64_t n_q, const in
       sum[r0 + r] = lane_sum[r];
     }
   }
-  const bool f32 = kv.type == DType::F32;
   for (KvRuns r(kv, kv.v_layer, g, b, e); r.next();)
     for (int64_t j = 0; j < r.count; ++j)
-      for (int64_t d = 0; d < n; d += 16)
-        _mm512_storeu_ps(vf + (r.pos - b + j) * n + d,
-                         f32 ? load16<true>(r.ptr + j * r.step, d) : load16<false>(r.ptr + j * r.step, d));
+      for (int64_t d = 0; d < n; d += 16) _mm512_storeu_ps(vf + (r.pos - b + j) * n + d, load16<kF32>(r.ptr + j * r.step, d));
   for (int64_t b0 = 0; b0 < R / 16; b0 += 3)
     for (int64_t d = 0; d < n; d += 8) {
       const float* wt = st + 16 * b0;
@@ -613,48 +571,50 @@ void tokens_chunk_lanes(const float* qt, int64_t n_tokens, int64_t n_q, const in
     }
 }
 
-// Whether tokens_chunk_lanes takes this cache.
-bool lanes_take(const KvLayerView& kv) {
-  return (kv.type == DType::F32 || kv.type == DType::F16) && kv.head_dim % 16 == 0 && kv.head_dim <= kLanesMaxHead;
-}
-
 }  // namespace avx512
 
+// Installed for head sizes of whole 16-float vectors (HeadFit::Vec16).
 struct Avx512Ops {
   static constexpr bool kRowLanes = true;
-  static bool lanes_take(const KvLayerView& kv) { return avx512::lanes_take(kv); }
+  // Whether tokens_chunk_lanes takes this cache: f32 / f16 values, heads up to kLanesMaxHead.
+  template <class Fmt>
+  static bool lanes_take(const KvLayerView& kv) {
+    return !Fmt::kBlocks && kv.head_dim <= avx512::kLanesMaxHead;
+  }
+  template <class Fmt>
   static void tokens_chunk_lanes(const float* qt, int64_t n_tokens, int64_t n_q, const int64_t* seen,
                                  const KvLayerView& kv, int64_t g, int64_t b, int64_t e, float scale, float* st,
                                  float* work, float* o, float* mx, float* sum) {
-    avx512::tokens_chunk_lanes(qt, n_tokens, n_q, seen, kv, g, b, e, scale, st, work, o, mx, sum);
+    if constexpr (!Fmt::kBlocks)
+      avx512::tokens_chunk_lanes<Fmt::kF32>(qt, n_tokens, n_q, seen, kv, g, b, e, scale, st, work, o, mx, sum);
   }
+  template <class Fmt>
   static void dots_block_q(const QueryBlock* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n,
-                           DType t, float scale, float* scores, int64_t stride) {
-    avx512::dots_block_q(q, n_q, k, m, step, n, t, scale, scores, stride);
+                           float scale, float* scores, int64_t stride) {
+    avx512::dots_block_q<Fmt>(q, n_q, k, m, step, n, scale, scores, stride);
   }
-  static void dots_block(const float* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t,
+  template <class Fmt>
+  static void dots_block(const float* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n,
                          float scale, float* scores, int64_t stride) {
-    if (!avx512::dots_block(q, n_q, k, m, step, n, t, scale, scores, stride))
-      Avx2Ops::dots_block(q, n_q, k, m, step, n, t, scale, scores, stride);
+    avx512::dots_block<Fmt>(q, n_q, k, m, step, n, scale, scores, stride);
   }
   static float exp_sum(float* x, int64_t n, float* max_out) {
     float sum = 0;
     if (avx512::exp_sum(x, n, max_out, &sum)) return sum;
     return ScalarOps::exp_sum(x, n, max_out);
   }
+  template <class Fmt>
   static void weighted_sum(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
                            int64_t b, int64_t e) {
-    if (kv_block_type(kv.type)) return avx512::weighted_sum_q(out, n_q, w, stride, kv, g, b, e);
-    if (!avx512::weighted_sum(out, n_q, w, stride, kv, g, b, e)) Avx2Ops::weighted_sum(out, n_q, w, stride, kv, g, b, e);
+    if constexpr (Fmt::kBlocks)
+      avx512::weighted_sum_q<Fmt>(out, n_q, w, stride, kv, g, b, e);
+    else
+      avx512::weighted_sum<Fmt>(out, n_q, w, stride, kv, g, b, e);
   }
 };
 }  // namespace
 
-void install_attention_avx512(KernelTable& t) {
-  t.attend_chunk = attend_chunk_impl<Avx512Ops>;
-  t.attend_group = attend_group_impl<Avx512Ops>;
-  t.attend_tokens = attend_tokens_impl<Avx512Ops>;
-}
+void install_attention_avx512(KernelTable& t) { install_attention<Avx512Ops>(t, HeadFit::Vec16); }
 #else
 void install_attention_avx512(KernelTable&) {}
 #endif

@@ -1,12 +1,9 @@
 #pragma once
 // One attention chunk and one whole group over the cache, as templates over
-// the primitives of an instruction set (Ops: ScalarOps, Avx2Ops, Avx512Ops):
-//   dots_block:   scores[h * stride + j] = (q_h . k_j) * scale for m keys `step` bytes apart;
-//                 a key's score never depends on m or on the key's place among them.
-//   exp_sum:      x[j] = exp(x[j] - max), returns the sum, writes the max.
-//   weighted_sum: out_h = sum over positions p in [b, e) of w[h * stride + p - b] * v_p.
-//   dots_block_q: dots_block against Q8_0 / Q4_0 keys, the query quantized to int8 first.
-// Each translation unit instantiates them with its own flags (internal linkage).
+// the primitives of an instruction set (Ops: ScalarOps, Avx2Ops, Avx512Ops;
+// attention_ops_scalar.h says what each computes) and a cache format (Fmt:
+// kv_format.h). Each translation unit instantiates them with its own flags
+// (internal linkage) and install_attention puts them in its level's table.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -16,6 +13,7 @@
 #include "kernels/attention.h"
 #include "kernels/attention_ops_scalar.h"
 #include "kernels/attention_runs.h"
+#include "kernels/kernel_table.h"
 
 namespace tally {
 namespace {
@@ -56,30 +54,39 @@ inline QueryBlock* quantized_query(const float* q, int64_t n, QueryBlock* stack,
   return out;
 }
 
-template <typename Ops>
-bool attend_chunk_impl(const float* q, int64_t n_q, const KvLayerView& kv, int64_t g, int64_t chunk, int64_t n_keys,
-                       int64_t n_visible, float scale, float* scores, float* partial, int64_t first_visible) {
+// The keys of one run scored into scores[h * stride + p - b] (b: the chunk's
+// first position) by Ops' dots for the format: float queries q, or their
+// int8 blocks qb for Q8_0 / Q4_0.
+template <typename Ops, typename Fmt>
+inline void score_run(const float* q, const QueryBlock* qb, int64_t n_q, int64_t head_dim, const KvRuns& r, int64_t b,
+                      float scale, float* scores, int64_t stride) {
+  if constexpr (Fmt::kBlocks)
+    Ops::template dots_block_q<Fmt>(qb, n_q, r.ptr, r.count, r.step, head_dim, scale, scores + (r.pos - b), stride);
+  else
+    Ops::template dots_block<Fmt>(q, n_q, r.ptr, r.count, r.step, head_dim, scale, scores + (r.pos - b), stride);
+}
+
+template <typename Ops, typename Fmt>
+bool attend_chunk_impl(const KvLayerView& kv, const AttendArgs& a, const KeyRange& range, int64_t chunk,
+                       float* scores, float* partial) {
   // Scores live at their key's place in the chunk (scores[h * C + p - b]) whether
   // or not a window cuts the chunk at `lo`.
-  const int64_t b = chunk * kAttentionChunk, lo = std::max(b, first_visible);
-  const int64_t e_keys = std::min(b + kAttentionChunk, n_keys), e_vis = std::min(e_keys, n_visible);
+  const int64_t g = a.kv_head, n_q = a.n_q, n_keys = range.keys;
+  const int64_t b = chunk * kAttentionChunk, lo = std::max(b, range.first);
+  const int64_t e_keys = std::min(b + kAttentionChunk, n_keys), e_vis = std::min(e_keys, range.visible);
   if (lo >= e_keys) return false;
-  const int64_t hd = kv.head_dim;
-  const bool quantized = kv_block_type(kv.type);
   QueryBlock qb_stack[kQueryBlocksOnStack];
   std::vector<QueryBlock> qb_heap;
-  const QueryBlock* qb = quantized ? quantized_query(q, n_q * hd, qb_stack, qb_heap) : nullptr;
+  const QueryBlock* qb = nullptr;
+  if constexpr (Fmt::kBlocks) qb = quantized_query(a.q, n_q * kv.head_dim, qb_stack, qb_heap);
   // Past the cache's size the keys and values come from memory in one-block
   // runs: fetch keys kPrefetchAhead positions ahead of the dots, and this
   // run's values into L2 (the value kernels take them on into L1 just ahead).
   for (KvRuns r(kv, kv.k_layer, g, lo, e_keys); r.next();) {
     prefetch_positions<true>(kv, kv.k_layer, g, std::min(r.pos + kPrefetchAhead, n_keys),
                              std::min(r.pos + r.count + kPrefetchAhead, n_keys));
-    prefetch_positions<false>(kv, kv.v_layer, g, r.pos, std::min(r.pos + r.count, n_visible));
-    if (quantized)
-      Ops::dots_block_q(qb, n_q, r.ptr, r.count, r.step, hd, kv.type, scale, scores + (r.pos - b), kAttentionChunk);
-    else
-      Ops::dots_block(q, n_q, r.ptr, r.count, r.step, hd, kv.type, scale, scores + (r.pos - b), kAttentionChunk);
+    prefetch_positions<false>(kv, kv.v_layer, g, r.pos, std::min(r.pos + r.count, range.visible));
+    score_run<Ops, Fmt>(a.q, qb, n_q, kv.head_dim, r, b, a.scale, scores, kAttentionChunk);
   }
   // Masked keys (the dense form) were scored but weigh nothing: they never enter the softmax.
   if (e_vis <= lo) return false;
@@ -91,23 +98,20 @@ bool attend_chunk_impl(const float* q, int64_t n_q, const KvLayerView& kv, int64
   // while the values are summed, so that memory is not idle meanwhile.
   prefetch_positions<false>(kv, kv.k_layer, g, std::min(e_keys + kPrefetchAhead, n_keys),
                             std::min(e_keys + kAttentionChunk, n_keys));
-  Ops::weighted_sum(partial + 2 * n_q, n_q, w, kAttentionChunk, kv, g, lo, e_vis);
+  Ops::template weighted_sum<Fmt>(partial + 2 * n_q, n_q, w, kAttentionChunk, kv, g, lo, e_vis);
   return true;
 }
 
-template <typename Ops>
-void attend_group_impl(const float* q, int64_t n_q, const KvLayerView& kv, int64_t g, int64_t n_keys, float scale,
-                       float* scratch, float* out, int64_t n_visible, int64_t first_visible) {
-  n_visible = n_visible < 0 ? n_keys : std::min(n_visible, n_keys);
-  first_visible = std::max<int64_t>(first_visible, 0);
+template <typename Ops, typename Fmt>
+void attend_group_impl(const KvLayerView& kv, const AttendArgs& a, const KeyRange& range, float* scratch, float* out) {
+  const KeyRange r = range.resolved();
   float* scores = scratch;
-  float* partials = scratch + attention_score_floats(n_q);
-  const int64_t part = attention_partial_floats(n_q, kv.head_dim);
+  float* partials = scratch + attention_score_floats(a.n_q);
+  const int64_t part = attention_partial_floats(a.n_q, kv.head_dim);
   int64_t used = 0;
-  for (int64_t c = first_visible / kAttentionChunk; c < attention_chunks(n_keys); ++c)
-    used += attend_chunk_impl<Ops>(q, n_q, kv, g, c, n_keys, n_visible, scale, scores, partials + used * part,
-                                   first_visible);
-  attention_merge(partials, used, n_q, kv.head_dim, out);
+  for (int64_t c = r.first / kAttentionChunk; c < attention_chunks(r.keys); ++c)
+    used += attend_chunk_impl<Ops, Fmt>(kv, a, r, c, scores, partials + used * part);
+  attention_merge(partials, used, a.n_q, kv.head_dim, out);
 }
 
 // The rows of n_tokens queries of n_q heads (query i at q + i * q_stride; row
@@ -129,10 +133,13 @@ inline void rows_in_lanes(const float* q, int64_t q_stride, int64_t n_tokens, in
 // each query's chunks merged. The chunk's steps are one pass of dots_block
 // and of weighted_sum over the rows, or, for Ops that have it and a cache
 // they take, tokens_chunk_lanes (the rows in vector lanes).
-template <typename Ops>
-void attend_tokens_impl(const float* q, int64_t q_stride, int64_t n_tokens, int64_t n_q, const KvLayerView& kv,
-                        int64_t g, int64_t n_keys, float scale, float* scratch, float* out, int64_t out_stride) {
+template <typename Ops, typename Fmt>
+void attend_tokens_impl(const KvLayerView& kv, const AttendArgs& a, const QueryRun& run, int64_t n_keys,
+                        float* scratch, float* out) {
   constexpr int64_t C = kAttentionChunk;
+  const float* q = a.q;
+  const int64_t g = a.kv_head, n_q = a.n_q, n_tokens = run.n_tokens, q_stride = run.q_stride;
+  const float scale = a.scale;
   const int64_t hd = kv.head_dim, rows = n_tokens * n_q, lane_rows = attention_lane_rows(rows);
   const int64_t last = n_keys + n_tokens - 1, n_chunks = attention_chunks(last), part = attention_partial_floats(n_q, hd);
   float* scores = scratch;              // (rows, C), or (C, lane_rows) with the rows in lanes
@@ -143,15 +150,15 @@ void attend_tokens_impl(const float* q, int64_t q_stride, int64_t n_tokens, int6
   float* sum = mx + rows;                   // and sum of exp(score - maximum)
   float* partials = sum + rows;             // (n_tokens, n_chunks, part)
   bool lanes = false;
-  if constexpr (Ops::kRowLanes) lanes = Ops::lanes_take(kv);
-  const bool quantized = kv_block_type(kv.type);
+  if constexpr (Ops::kRowLanes) lanes = Ops::template lanes_take<Fmt>(kv);
   if (lanes)
     rows_in_lanes(q, q_stride, n_tokens, n_q, hd, qs);
   else
     for (int64_t i = 0; i < n_tokens; ++i) std::copy_n(q + i * q_stride, n_q * hd, qs + i * n_q * hd);
   QueryBlock qb_stack[kQueryBlocksOnStack];
   std::vector<QueryBlock> qb_heap;  // the same bits as attend_chunk's per-chunk quantization
-  const QueryBlock* qb = quantized ? quantized_query(qs, rows * hd, qb_stack, qb_heap) : nullptr;
+  const QueryBlock* qb = nullptr;
+  if constexpr (Fmt::kBlocks) qb = quantized_query(qs, rows * hd, qb_stack, qb_heap);
   int64_t used[kAttentionTokens] = {}, seen[kAttentionTokens];
   // No software prefetch of keys and values here, unlike attend_chunk: a
   // prefill's tiles read the same ones over and over, from L2 or L3, and the
@@ -161,21 +168,17 @@ void attend_tokens_impl(const float* q, int64_t q_stride, int64_t n_tokens, int6
     const int64_t b = c * C, e = std::min(b + C, last);
     for (int64_t i = 0; i < n_tokens; ++i) seen[i] = std::clamp<int64_t>(n_keys + i - b, 0, e - b);
     if constexpr (Ops::kRowLanes)
-      if (lanes) Ops::tokens_chunk_lanes(qs, n_tokens, n_q, seen, kv, g, b, e, scale, scores, work, o, mx, sum);
+      if (lanes)
+        Ops::template tokens_chunk_lanes<Fmt>(qs, n_tokens, n_q, seen, kv, g, b, e, scale, scores, work, o, mx, sum);
     if (!lanes) {
-      for (KvRuns r(kv, kv.k_layer, g, b, e); r.next();) {
-        if (quantized)
-          Ops::dots_block_q(qb, rows, r.ptr, r.count, r.step, hd, kv.type, scale, scores + (r.pos - b), C);
-        else
-          Ops::dots_block(qs, rows, r.ptr, r.count, r.step, hd, kv.type, scale, scores + (r.pos - b), C);
-      }
+      for (KvRuns r(kv, kv.k_layer, g, b, e); r.next();) score_run<Ops, Fmt>(qs, qb, rows, hd, r, b, scale, scores, C);
       for (int64_t row = 0; row < rows; ++row) {
         float* w = scores + row * C;
         const int64_t s = seen[row / n_q];
         if (s > 0) sum[row] = Ops::exp_sum(w, s, mx + row);
         std::fill(w + s, w + (e - b), 0.0f);
       }
-      Ops::weighted_sum(o, rows, scores, C, kv, g, b, e);
+      Ops::template weighted_sum<Fmt>(o, rows, scores, C, kv, g, b, e);
     }
     for (int64_t i = 0; i < n_tokens; ++i)
       if (seen[i] > 0) {
@@ -187,7 +190,23 @@ void attend_tokens_impl(const float* q, int64_t q_stride, int64_t n_tokens, int6
       }
   }
   for (int64_t i = 0; i < n_tokens; ++i)
-    attention_merge(partials + i * n_chunks * part, used[i], n_q, hd, out + i * out_stride);
+    attention_merge(partials + i * n_chunks * part, used[i], n_q, hd, out + i * run.out_stride);
+}
+
+// Ops' kernels for every cache format, as the table's entries for the head
+// sizes from `fit` up (a level's kernels take those; the classes below keep
+// the lower level's).
+template <typename Ops>
+void install_attention(KernelTable& t, HeadFit fit) {
+  const auto put = [&]<typename Fmt>() {
+    for (int f = static_cast<int>(fit); f < kHeadFits; ++f)
+      t.attend[kv_format_index(Fmt::kType)][f] = {attend_chunk_impl<Ops, Fmt>, attend_group_impl<Ops, Fmt>,
+                                                  attend_tokens_impl<Ops, Fmt>};
+  };
+  put.template operator()<KvF32>();
+  put.template operator()<KvF16>();
+  put.template operator()<KvQ8>();
+  put.template operator()<KvQ4>();
 }
 
 }  // namespace

@@ -14,12 +14,13 @@
 namespace tally {
 namespace {
 
+// Installed for head sizes of whole 8-float vectors (HeadFit::Vec8 and up).
 struct Avx2Ops {
   static constexpr bool kRowLanes = false;
   // The key is converted once per 8 dimensions and used by every head.
   template <int NQ, bool kF32>
-  static void dots_block_t(const float* q, const uint8_t* k, int64_t m, uint64_t step, int64_t n,
-                                      float scale, float* scores, int64_t stride) {
+  static void dots_block_t(const float* q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, float scale,
+                           float* scores, int64_t stride) {
     for (int64_t j = 0; j < m; ++j, k += step) {
       __m256 acc[NQ];
       for (int h = 0; h < NQ; ++h) acc[h] = _mm256_setzero_ps();
@@ -30,21 +31,12 @@ struct Avx2Ops {
       for (int h = 0; h < NQ; ++h) scores[h * stride + j] = hsum(acc[h]) * scale;
     }
   }
-  template <int NQ>
-  static void dots_block_n(const float* q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t,
-                                      float scale, float* scores, int64_t stride) {
-    if (t == DType::F32) return dots_block_t<NQ, true>(q, k, m, step, n, scale, scores, stride);
-    dots_block_t<NQ, false>(q, k, m, step, n, scale, scores, stride);
-  }
+  template <class Fmt>
   static void dots_block(const float* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n,
-                                    DType t, float scale, float* scores, int64_t stride) {
-    if (n % 8 == 0) {
-      for_head_groups(n_q, [&]<int NQ>(int64_t h0) {
-        dots_block_n<NQ>(q + h0 * n, k, m, step, n, t, scale, scores + h0 * stride, stride);
-      });
-      return;
-    }
-    ScalarOps::dots_block(q, n_q, k, m, step, n, t, scale, scores, stride);
+                         float scale, float* scores, int64_t stride) {
+    for_head_groups(n_q, [&]<int NQ>(int64_t h0) {
+      dots_block_t<NQ, Fmt::kF32>(q + h0 * n, k, m, step, n, scale, scores + h0 * stride, stride);
+    });
   }
   static float exp_sum(float* x, int64_t n, float* max_out) {
     if (n < 8) return ScalarOps::exp_sum(x, n, max_out);
@@ -70,8 +62,8 @@ struct Avx2Ops {
   // registers (the chunk's values stay in L1 across the slices, fetched ahead
   // of the first one).
   template <int NQ, bool kF32>
-  static void weighted_sum_t(float* out, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
-                                        int64_t b, int64_t e) {
+  static void weighted_sum_t(float* out, const float* w, int64_t stride, const KvLayerView& kv, int64_t g, int64_t b,
+                             int64_t e) {
     const int64_t hd = kv.head_dim;
     for (int64_t i = 0; i < hd; i += 8) {
       __m256 acc[NQ];
@@ -88,22 +80,16 @@ struct Avx2Ops {
       for (int h = 0; h < NQ; ++h) _mm256_storeu_ps(out + h * hd + i, acc[h]);
     }
   }
-  template <int NQ>
-  static void weighted_sum_n(float* out, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
-                                        int64_t b, int64_t e) {
-    if (kv.type == DType::F32) return weighted_sum_t<NQ, true>(out, w, stride, kv, g, b, e);
-    weighted_sum_t<NQ, false>(out, w, stride, kv, g, b, e);
-  }
-  static void weighted_sum(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv,
-                                      int64_t g, int64_t b, int64_t e) {
-    if (kv_block_type(kv.type)) return weighted_sum_q(out, n_q, w, stride, kv, g, b, e);
-    if (kv.head_dim % 8 == 0) {
+  template <class Fmt>
+  static void weighted_sum(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
+                           int64_t b, int64_t e) {
+    if constexpr (Fmt::kBlocks) {
+      weighted_sum_q<Fmt>(out, n_q, w, stride, kv, g, b, e);
+    } else {
       for_head_groups(n_q, [&]<int NQ>(int64_t h0) {
-        weighted_sum_n<NQ>(out + h0 * kv.head_dim, w + h0 * stride, stride, kv, g, b, e);
+        weighted_sum_t<NQ, Fmt::kF32>(out + h0 * kv.head_dim, w + h0 * stride, stride, kv, g, b, e);
       });
-      return;
     }
-    ScalarOps::weighted_sum(out, n_q, w, stride, kv, g, b, e);
   }
   // --- Q8_0 / Q4_0 keys and values (the query quantized: QueryBlock) ---
 
@@ -111,16 +97,16 @@ struct Avx2Ops {
   // Q8_0: maddubs needs an unsigned operand: |k| times q with k's sign
   // (|k| <= 128, |q| <= 127: a pair sum stays below 2^15). Q4_0: the nibbles
   // (0..15) are unsigned already; the offset of 8 is taken off after the sum.
-  template <bool kQ4>
+  template <class Fmt>
   static inline __m256i block_products(const uint8_t* kb, __m256i qv) {
     const __m256i ones = _mm256_set1_epi16(1);
-    if constexpr (kQ4) {
-      const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kb + 2));
+    if constexpr (Fmt::kQ4) {
+      const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kb + kKvScaleBytes));
       const __m128i lo = _mm_set1_epi8(15);
       const __m256i u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), lo), _mm_and_si128(x, lo));
       return _mm256_madd_epi16(_mm256_maddubs_epi16(u, qv), ones);
     } else {
-      const __m256i kv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kb + 2));
+      const __m256i kv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kb + kKvScaleBytes));
       return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(kv, kv), _mm256_sign_epi8(qv, kv)), ones);
     }
   }
@@ -139,10 +125,10 @@ struct Avx2Ops {
   // Eight keys at a time, one block at a time: the block's 8 integer sums
   // come out in one vector (no horizontal sum per key), and its float step
   // s = s + float(isum) * (d_k * d_q) is the scalar twin's, lane by lane.
-  template <int NQ, bool kQ4>
+  template <int NQ, class Fmt>
   static void dots_block_q_t(const QueryBlock* q, const uint8_t* k, int64_t m, uint64_t step, int64_t n,
                              float scale, float* scores, int64_t stride) {
-    const int64_t nb = n / 32, bb = kQ4 ? 18 : 34;
+    const int64_t nb = n / kKvBlockValues, bb = Fmt::kBlockBytes;
     const __m256 vscale = _mm256_set1_ps(scale);
     int64_t j = 0;
     for (; j + 8 <= m; j += 8, k += 8 * step) {
@@ -159,50 +145,46 @@ struct Avx2Ops {
           const QueryBlock& qb = q[h * nb + b];
           const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb.q));
           __m256i p[8];
-          for (int jj = 0; jj < 8; ++jj) p[jj] = block_products<kQ4>(kb + jj * step, qv);
+          for (int jj = 0; jj < 8; ++jj) p[jj] = block_products<Fmt>(kb + jj * step, qv);
           __m256i isum = reduce8(p);
-          if constexpr (kQ4) isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(8 * qb.sum));
+          if constexpr (Fmt::kQ4) isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(8 * qb.sum));
           acc[h] = _mm256_add_ps(acc[h], _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dk, _mm256_set1_ps(qb.d))));
         }
       }
       for (int h = 0; h < NQ; ++h) _mm256_storeu_ps(scores + h * stride + j, _mm256_mul_ps(acc[h], vscale));
     }
-    if (j < m) ScalarOps::dots_block_q(q, NQ, k, m - j, step, n, kQ4 ? DType::Q4_0 : DType::Q8_0, scale, scores + j, stride);
+    if (j < m) ScalarOps::dots_block_q<Fmt>(q, NQ, k, m - j, step, n, scale, scores + j, stride);
   }
-  template <int NQ>
-  static void dots_block_q_n(const QueryBlock* q, const uint8_t* k, int64_t m, uint64_t step, int64_t n, DType t,
-                             float scale, float* scores, int64_t stride) {
-    if (t == DType::Q4_0) return dots_block_q_t<NQ, true>(q, k, m, step, n, scale, scores, stride);
-    dots_block_q_t<NQ, false>(q, k, m, step, n, scale, scores, stride);
-  }
+  template <class Fmt>
   static void dots_block_q(const QueryBlock* q, int64_t n_q, const uint8_t* k, int64_t m, uint64_t step, int64_t n,
-                           DType t, float scale, float* scores, int64_t stride) {
+                           float scale, float* scores, int64_t stride) {
     for_head_groups(n_q, [&]<int NQ>(int64_t h0) {
-      dots_block_q_n<NQ>(q + h0 * (n / 32), k, m, step, n, t, scale, scores + h0 * stride, stride);
+      dots_block_q_t<NQ, Fmt>(q + h0 * (n / kKvBlockValues), k, m, step, n, scale, scores + h0 * stride, stride);
     });
   }
 
   // 8 values of a quantized vector as floats, without the block's scale:
   // dimensions [i, i + 8) of the block at kb (i % 8 == 0, i < 32).
-  template <bool kQ4>
+  template <class Fmt>
   static inline __m256 load8_q(const uint8_t* kb, int64_t i) {
-    if constexpr (kQ4) {
-      __m128i x = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(kb + 2 + (i & 15)));
+    if constexpr (Fmt::kQ4) {
+      __m128i x = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(kb + kKvScaleBytes + (i & 15)));
       if (i >= 16) x = _mm_srli_epi16(x, 4);
       x = _mm_sub_epi8(_mm_and_si128(x, _mm_set1_epi8(15)), _mm_set1_epi8(8));
       return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x));
     } else {
-      return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(kb + 2 + i))));
+      return _mm256_cvtepi32_ps(
+          _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(kb + kKvScaleBytes + i))));
     }
   }
   // A slice of W 8-float vectors inside one 32-value block, outer; keys
   // inner: each key's scale is folded into its weight once per head.
-  template <int NQ, int W, bool kQ4>
+  template <int NQ, int W, class Fmt>
   static void weighted_sum_q_t(float* out, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
                                int64_t b, int64_t e) {
-    const int64_t hd = kv.head_dim, bb = kQ4 ? 18 : 34;
+    const int64_t hd = kv.head_dim, bb = Fmt::kBlockBytes;
     for (int64_t d0 = 0; d0 < hd; d0 += 8 * W) {
-      const int64_t blk = d0 / 32, in = d0 % 32;
+      const int64_t blk = d0 / kKvBlockValues, in = d0 % kKvBlockValues;
       __m256 acc[NQ][W];
       for (int h = 0; h < NQ; ++h)
         for (int u = 0; u < W; ++u) acc[h][u] = _mm256_setzero_ps();
@@ -216,7 +198,7 @@ struct Avx2Ops {
           std::memcpy(&dh, v, 2);
           const float d = _cvtsh_ss(dh);
           __m256 vv[W];
-          for (int u = 0; u < W; ++u) vv[u] = load8_q<kQ4>(v, in + 8 * u);
+          for (int u = 0; u < W; ++u) vv[u] = load8_q<Fmt>(v, in + 8 * u);
           for (int h = 0; h < NQ; ++h) {
             const __m256 c = _mm256_set1_ps(wp[h * stride + j] * d);
             for (int u = 0; u < W; ++u) acc[h][u] = _mm256_fmadd_ps(c, vv[u], acc[h][u]);
@@ -227,26 +209,13 @@ struct Avx2Ops {
         for (int u = 0; u < W; ++u) _mm256_storeu_ps(out + h * hd + d0 + 8 * u, acc[h][u]);
     }
   }
-  // The widest slice that keeps at most 12 accumulators.
-  template <int NQ>
-  static void weighted_sum_q_n(float* out, const float* w, int64_t stride, const KvLayerView& kv, int64_t g,
-                               int64_t b, int64_t e) {
-    const bool q4 = kv.type == DType::Q4_0;
-    if constexpr (NQ * 4 <= 12) {
-      if (q4) return weighted_sum_q_t<NQ, 4, true>(out, w, stride, kv, g, b, e);
-      return weighted_sum_q_t<NQ, 4, false>(out, w, stride, kv, g, b, e);
-    } else if constexpr (NQ * 2 <= 12) {
-      if (q4) return weighted_sum_q_t<NQ, 2, true>(out, w, stride, kv, g, b, e);
-      return weighted_sum_q_t<NQ, 2, false>(out, w, stride, kv, g, b, e);
-    } else {
-      if (q4) return weighted_sum_q_t<NQ, 1, true>(out, w, stride, kv, g, b, e);
-      return weighted_sum_q_t<NQ, 1, false>(out, w, stride, kv, g, b, e);
-    }
-  }
+  // The widest slice (4, 2 or 1 vectors) that keeps at most 12 accumulators.
+  template <class Fmt>
   static void weighted_sum_q(float* out, int64_t n_q, const float* w, int64_t stride, const KvLayerView& kv,
                              int64_t g, int64_t b, int64_t e) {
     for_head_groups(n_q, [&]<int NQ>(int64_t h0) {
-      weighted_sum_q_n<NQ>(out + h0 * kv.head_dim, w + h0 * stride, stride, kv, g, b, e);
+      constexpr int W = NQ * 4 <= 12 ? 4 : NQ * 2 <= 12 ? 2 : 1;
+      weighted_sum_q_t<NQ, W, Fmt>(out + h0 * kv.head_dim, w + h0 * stride, stride, kv, g, b, e);
     });
   }
 

@@ -17,7 +17,9 @@
 
 #include "core/dtype.h"
 #include "kernels/activation_pack.h"
+#include "kernels/attention.h"
 #include "kernels/cpu_features.h"
+#include "kernels/kv_format.h"
 #include "kernels/kv_layer_view.h"
 #include "kernels/matmul.h"
 
@@ -25,15 +27,28 @@ namespace tally {
 
 // y (x.n, w.rows) for rows [r0, r1) of w, from the packed activations.
 using GemmFn = void (*)(const WeightMatrix& w, const ActivationPack& x, float* y, int64_t r0, int64_t r1);
-// What attention.h's attend_chunk / attend_group / attend_tokens compute, for one level.
-using AttendChunkFn = bool (*)(const float* q, int64_t n_q, const KvLayerView& kv, int64_t kv_head, int64_t chunk,
-                               int64_t n_keys, int64_t n_visible, float scale, float* scores, float* partial,
-                               int64_t first_visible);
-using AttendGroupFn = void (*)(const float* q, int64_t n_q, const KvLayerView& kv, int64_t kv_head, int64_t n_keys,
-                               float scale, float* scratch, float* out, int64_t n_visible, int64_t first_visible);
-using AttendTokensFn = void (*)(const float* q, int64_t q_stride, int64_t n_tokens, int64_t n_q, const KvLayerView& kv,
-                                int64_t kv_head, int64_t n_keys, float scale, float* scratch, float* out,
-                                int64_t out_stride);
+// What attention.h's attend_chunk / attend_group / attend_tokens compute, for
+// one level, one cache format and one class of head sizes.
+using AttendChunkFn = bool (*)(const KvLayerView& kv, const AttendArgs& a, const KeyRange& range, int64_t chunk,
+                               float* scores, float* partial);
+using AttendGroupFn = void (*)(const KvLayerView& kv, const AttendArgs& a, const KeyRange& range, float* scratch,
+                               float* out);
+using AttendTokensFn = void (*)(const KvLayerView& kv, const AttendArgs& a, const QueryRun& run, int64_t n_keys,
+                                float* scratch, float* out);
+struct AttentionKernels {
+  AttendChunkFn chunk = nullptr;
+  AttendGroupFn group = nullptr;
+  AttendTokensFn tokens = nullptr;
+};
+
+// Head sizes by the vectors they fill: the SIMD kernels take whole 8- or
+// 16-float vectors, so the table keeps an entry per class instead of each
+// kernel testing the size at every call.
+enum class HeadFit : uint8_t { Any = 0, Vec8 = 1, Vec16 = 2 };
+inline constexpr int kHeadFits = 3;
+constexpr HeadFit head_fit(int64_t head_dim) {
+  return head_dim % 16 == 0 ? HeadFit::Vec16 : head_dim % 8 == 0 ? HeadFit::Vec8 : HeadFit::Any;
+}
 
 inline constexpr uint32_t kDTypeSlots = 40;  // GGUF type ids are below this
 
@@ -45,12 +60,13 @@ struct KernelTable {
   void (*gelu_tanh_mul)(const float* gate, const float* up, float* out, int64_t n) = nullptr;
   void (*to_f16)(const float* x, uint16_t* out, int64_t n) = nullptr;
   void (*exp_each)(const float* x, float* out, int64_t n) = nullptr;
-  AttendChunkFn attend_chunk = nullptr;
-  AttendGroupFn attend_group = nullptr;
-  AttendTokensFn attend_tokens = nullptr;
+  // By kv_format_index(cache type), then head_fit(head_dim); every entry set at every level.
+  AttentionKernels attend[kKvFormats][kHeadFits] = {};
 
   GemmFn gemm_for(DType t) const { return static_cast<uint32_t>(t) < kDTypeSlots ? gemm[static_cast<uint32_t>(t)] : nullptr; }
   void set_gemm(DType t, GemmFn f) { gemm[static_cast<uint32_t>(t)] = f; }
+  // The attention kernels for this cache; fails for a type no cache holds.
+  const AttentionKernels& attention(const KvLayerView& kv) const;
 };
 
 // The table of simd_level().

@@ -84,8 +84,10 @@ uint64_t Forward::attention(int64_t n, int64_t layer) {
   // A sliding-window layer: the query at p sees keys (p - window, p].
   auto first_key = [&](int64_t t) { return windowed ? std::max<int64_t>(0, tok_pos_[t] + 1 - c.window) : 0; };
   auto first_chunk = [&](int64_t t) { return first_key(t) / kAttentionChunk; };
+  auto range = [&](int64_t t) { return KeyRange{keys(t), visible(t), first_key(t)}; };
   auto view = [&](int64_t t) -> const KvLayerView& { return views_[static_cast<size_t>(tok_entry_[t])]; };
   auto q_off = [&](int64_t t, int64_t g) { return t * c.q_dim() + g * group * hd; };
+  auto args = [&](int64_t t, int64_t g) { return AttendArgs{q_.data() + q_off(t, g), group, g, scale}; };
   const int64_t part = attention_partial_floats(group, hd);
 
   if (pool_.size() > 1 && n <= kSplitTokens) {
@@ -101,8 +103,7 @@ uint64_t Forward::attention(int64_t n, int64_t layer) {
         const int64_t c0 = first_chunk(t), nc = attention_chunks(keys(t)) - c0;
         const int64_t g = (i - first[t]) / nc, ch = c0 + (i - first[t]) % nc;
         float* partial = attn_parts_.data() + ((t * n_kv + g) * max_chunks_ + ch - c0) * part;
-        attend_chunk(q_.data() + q_off(t, g), group, view(t), g, ch, keys(t), visible(t), scale, scores, partial,
-                     first_key(t));
+        attend_chunk(view(t), args(t, g), range(t), ch, scores, partial);
       }
     });
     for (int64_t t = 0; t < n; ++t)
@@ -129,11 +130,10 @@ uint64_t Forward::attention(int64_t n, int64_t layer) {
         const int64_t u = i / n_kv, g = i % n_kv;
         const auto [t, len] = attn_tiles_[static_cast<size_t>(u % 2 == 0 ? u / 2 : n_tiles - 1 - u / 2)];
         if (len > 1)
-          attend_tokens(q_.data() + q_off(t, g), c.q_dim(), len, group, view(t), g, keys(t), scale, scratch,
-                        attn_.data() + q_off(t, g), c.q_dim());
+          attend_tokens(view(t), args(t, g), QueryRun{len, c.q_dim(), c.q_dim()}, keys(t), scratch,
+                        attn_.data() + q_off(t, g));
         else
-          attend_group(q_.data() + q_off(t, g), group, view(t), g, keys(t), scale, scratch,
-                       attn_.data() + q_off(t, g), visible(t), first_key(t));
+          attend_group(view(t), args(t, g), range(t), scratch, attn_.data() + q_off(t, g));
       }
     });
   }

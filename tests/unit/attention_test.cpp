@@ -122,9 +122,12 @@ void check_attention(DType type, int64_t head_dim, bool simd) {
       for (int64_t i = 0; i < head_dim; ++i) q[i] = u(rng);
       std::vector<float> scratch(attention_scratch_floats(1, head_dim, n_keys));
       std::vector<float> out_s(head_dim + 1), out_a(head_dim + 1);
-      kernels_at(SimdLevel::Scalar).attend_group(q, 1, kv, h, n_keys, scale, scratch.data(), out_s.data() + 1, -1, 0);
+      const AttendArgs a{q, 1, h, scale};
+      kernels_at(SimdLevel::Scalar).attention(kv).group(kv, a, KeyRange::causal(n_keys), scratch.data(),
+                                                        out_s.data() + 1);
       if (simd)
-        kernels_at(SimdLevel::Avx2).attend_group(q, 1, kv, h, n_keys, scale, scratch.data(), out_a.data() + 1, -1, 0);
+        kernels_at(SimdLevel::Avx2).attention(kv).group(kv, a, KeyRange::causal(n_keys), scratch.data(),
+                                                        out_a.data() + 1);
       const Reference r = reference(q, kv, h, n_keys, scale);
       for (int64_t i = 0; i < head_dim; ++i) {
         const double tol = r.tol_rel * r.vmax[i] + 1e-30;
@@ -163,12 +166,12 @@ void check_group(DType type, int64_t head_dim, SimdLevel level) {
       const int64_t more = std::min(kPositions, n_keys + 37);
       {
         test::SimdLevelScope scalar(SimdLevel::Scalar);
-        attend_group(q, n_q, kv, h, n_keys, scale, scratch.data(), out_s.data());
+        attend_group(kv, AttendArgs{q, n_q, h, scale}, KeyRange::causal(n_keys), scratch.data(), out_s.data());
       }
       {
         test::SimdLevelScope at(level);
-        attend_group(q, n_q, kv, h, n_keys, scale, scratch.data(), out_l.data());
-        attend_group(q, n_q, kv, h, more, scale, scratch.data(), out_d.data(), n_keys);
+        attend_group(kv, AttendArgs{q, n_q, h, scale}, KeyRange::causal(n_keys), scratch.data(), out_l.data());
+        attend_group(kv, AttendArgs{q, n_q, h, scale}, KeyRange{more, n_keys, 0}, scratch.data(), out_d.data());
       }
       const std::string where = std::string(dtype_name(type)) + " head_dim=" + std::to_string(head_dim) +
                                 " n_q=" + std::to_string(n_q) + " n_keys=" + std::to_string(n_keys);
@@ -209,11 +212,11 @@ void check_window(DType type, int64_t head_dim, SimdLevel level) {
     std::vector<float> out_s(n_q * head_dim), out_l(n_q * head_dim);
     {
       test::SimdLevelScope scalar(SimdLevel::Scalar);
-      attend_group(q.data(), n_q, kv, 1, n_keys, scale, scratch.data(), out_s.data(), -1, first);
+      attend_group(kv, AttendArgs{q.data(), n_q, 1, scale}, KeyRange{n_keys, -1, first}, scratch.data(), out_s.data());
     }
     {
       test::SimdLevelScope at(level);
-      attend_group(q.data(), n_q, kv, 1, n_keys, scale, scratch.data(), out_l.data(), -1, first);
+      attend_group(kv, AttendArgs{q.data(), n_q, 1, scale}, KeyRange{n_keys, -1, first}, scratch.data(), out_l.data());
     }
     for (int64_t hq = 0; hq < n_q; ++hq) {
       const Reference r = reference(q.data() + hq * head_dim, kv, 1, n_keys, scale, first);
@@ -252,7 +255,8 @@ void expect_each_alone(const TokensSetup& s, const std::vector<float>& q, int64_
   std::vector<float> want(n_q * head_dim);
   for (int64_t i = 0; i < n_tokens; ++i) {
     std::vector<float> group_scratch(attention_scratch_floats(n_q, head_dim, n_keys + i));
-    attend_group(q.data() + i * q_stride, n_q, s.kv, h, n_keys + i, s.scale, group_scratch.data(), want.data());
+    attend_group(s.kv, AttendArgs{q.data() + i * q_stride, n_q, h, s.scale}, KeyRange::causal(n_keys + i),
+                 group_scratch.data(), want.data());
     for (int64_t j = 0; j < n_q * head_dim; ++j) {
       const float got = out[i * out_stride + j];
       if (std::isnan(want[j]) && std::isnan(got)) continue;
@@ -280,8 +284,8 @@ void check_tokens(DType type, int64_t head_dim, SimdLevel level) {
         const int64_t q_stride = n_q * head_dim + 5, out_stride = n_q * head_dim + 3, h = n_keys % kHeads;
         std::vector<float> q(n_tokens * q_stride), out(n_tokens * out_stride);
         for (auto& e : q) e = u(s.rng);
-        attend_tokens(q.data(), q_stride, n_tokens, n_q, s.kv, h, n_keys, s.scale, scratch.data(), out.data(),
-                      out_stride);
+        attend_tokens(s.kv, AttendArgs{q.data(), n_q, h, s.scale}, QueryRun{n_tokens, q_stride, out_stride}, n_keys,
+                      scratch.data(), out.data());
         expect_each_alone(s, q, q_stride, n_tokens, n_q, h, n_keys, out, out_stride, what);
         if (::testing::Test::HasFatalFailure()) return;
       }
@@ -302,7 +306,8 @@ void check_tokens_not_finite(DType type, int64_t head_dim, SimdLevel level) {
   q[2 * q_stride + head_dim] = std::numeric_limits<float>::infinity();  // token 2, head 1: scores of +-inf
   q[5 * q_stride] = std::numeric_limits<float>::quiet_NaN();  // token 5, head 0: NaN scores
   std::vector<float> scratch(attention_tokens_scratch_floats(n_q, head_dim, n_keys + n_tokens - 1));
-  attend_tokens(q.data(), q_stride, n_tokens, n_q, s.kv, 0, n_keys, s.scale, scratch.data(), out.data(), q_stride);
+  attend_tokens(s.kv, AttendArgs{q.data(), n_q, 0, s.scale}, QueryRun{n_tokens, q_stride, q_stride}, n_keys,
+                scratch.data(), out.data());
   expect_each_alone(s, q, q_stride, n_tokens, n_q, 0, n_keys, out, q_stride,
                     std::string(dtype_name(type)) + " " + simd_level_name(level) + " not finite");
   for (int64_t j = 0; j < head_dim; ++j) ASSERT_EQ(out[5 * q_stride + j], 0.0f) << "NaN query, value " << j;
@@ -392,8 +397,47 @@ TEST(Attention, SingleKeyReturnsItsValue) {
   const float q[8] = {9, 9, 9, 9, 9, 9, 9, 9};
   std::vector<float> scratch(attention_scratch_floats(1, 8, 1));
   float out[8];
-  attend_group(q, 1, cache.view(0, s), 0, 1, 0.125f, scratch.data(), out);
+  attend_group(cache.view(0, s), AttendArgs{q, 1, 0, 0.125f}, KeyRange::causal(1), scratch.data(), out);
   for (int i = 0; i < 8; ++i) EXPECT_EQ(out[i], v[i]) << i;
+}
+
+// The table's attention entries: one for every cache format and head-size
+// class at every level, a level's own kernels only for the head sizes they
+// take (the classes below keep the level beneath's, so an AVX-512 table
+// hands a 40-wide head to the AVX2 kernels and a 36-wide one to the scalar
+// ones), and a type no cache holds is refused by name.
+TEST(Attention, TheTableHasAKernelPerFormatAndHeadSizeAtEveryLevel) {
+  const DType formats[] = {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0};
+  const SimdLevel levels[] = {SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512Vnni};
+  for (SimdLevel level : levels) {
+    if (!simd_supported(level)) continue;
+    const KernelTable& t = kernels_at(level);
+    for (DType type : formats)
+      for (int64_t head_dim : {36, 40, 64}) {
+        KvLayerView kv;
+        kv.type = type;
+        kv.head_dim = head_dim;
+        const AttentionKernels& k = t.attention(kv);
+        EXPECT_TRUE(k.chunk && k.group && k.tokens) << simd_level_name(level) << " " << dtype_name(type) << " " << head_dim;
+      }
+  }
+  KvLayerView kv;
+  kv.head_dim = 40;
+  kv.type = DType::F16;
+  if (simd_supported(SimdLevel::Avx512Vnni)) {
+    EXPECT_EQ(kernels_at(SimdLevel::Avx512Vnni).attention(kv).group, kernels_at(SimdLevel::Avx2).attention(kv).group);
+    kv.head_dim = 36;
+    EXPECT_EQ(kernels_at(SimdLevel::Avx512Vnni).attention(kv).group, kernels_at(SimdLevel::Scalar).attention(kv).group);
+    kv.head_dim = 64;
+    EXPECT_NE(kernels_at(SimdLevel::Avx512Vnni).attention(kv).group, kernels_at(SimdLevel::Avx2).attention(kv).group);
+  }
+  kv.type = DType::Q4_K;
+  try {
+    (void)kernels_at(SimdLevel::Scalar).attention(kv);
+    FAIL() << "a Q4_K cache was given a kernel";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("Q4_K"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
