@@ -96,6 +96,24 @@ std::vector<BenchRow> run_benchmark(const Model& model, const BenchOptions& o, c
     so.n_threads = t;
     so.cache_type = o.cache_type;
     Session s(model, so);
+    // o.reps timed runs of `body` (n tokens each) on top of depth d: the row's speed.
+    auto timed = [&](const std::string& test, int64_t d, int64_t n, auto&& body) {
+      std::vector<double> tps;
+      for (int r = 0; r < o.reps; ++r) {
+        progress(test, t, d, fmt::format("rep {}/{}", r + 1, o.reps).c_str());
+        s.truncate(d);
+        const auto t0 = Clock::now();
+        body();
+        tps.push_back(static_cast<double>(n) / seconds_since(t0));
+        ++done_reps;
+      }
+      BenchRow row;
+      row.test = test;
+      row.threads = t;
+      row.depth = d;
+      mean_stddev(tps, row.tps_mean, row.tps_stddev);
+      return row;
+    };
     std::vector<int64_t> depths = o.depths;
     std::sort(depths.begin(), depths.end());
     for (int64_t d : depths) {
@@ -110,20 +128,8 @@ std::vector<BenchRow> run_benchmark(const Model& model, const BenchOptions& o, c
           progress(test, t, d, "warmup");
           s.append(std::span<const int32_t>(tokens).subspan(d, o.n_prompt));
         }
-        std::vector<double> tps;
-        for (int r = 0; r < o.reps; ++r) {
-          progress(test, t, d, fmt::format("rep {}/{}", r + 1, o.reps).c_str());
-          s.truncate(d);
-          const auto t0 = Clock::now();
-          s.append(std::span<const int32_t>(tokens).subspan(d, o.n_prompt));
-          tps.push_back(static_cast<double>(o.n_prompt) / seconds_since(t0));
-          ++done_reps;
-        }
-        BenchRow row;
-        row.test = test;
-        row.threads = t;
-        row.depth = d;
-        mean_stddev(tps, row.tps_mean, row.tps_stddev);
+        BenchRow row =
+            timed(test, d, o.n_prompt, [&] { s.append(std::span<const int32_t>(tokens).subspan(d, o.n_prompt)); });
         const double n = static_cast<double>(o.n_prompt);
         const double avg_keys = static_cast<double>(d) + (n + 1) / 2.0;
         row.flops_per_token = 2.0 * static_cast<double>(prefill_matmul_macs(model, o.n_prompt, false)) / n +
@@ -143,24 +149,9 @@ std::vector<BenchRow> run_benchmark(const Model& model, const BenchOptions& o, c
           s.truncate(d);
           s.append(std::span<const int32_t>(tokens).subspan(d, 1));
         }
-        std::vector<double> tps;
-        for (int r = 0; r < o.reps; ++r) {
-          progress(test, t, d, fmt::format("rep {}/{}", r + 1, o.reps).c_str());
-          s.truncate(d);
-          int32_t tok = tokens[d];
-          const auto t0 = Clock::now();
-          for (int64_t i = 0; i < o.n_gen; ++i) {
-            s.append(std::span<const int32_t>(&tok, 1));
-            tok = tokens[d + i + 1];
-          }
-          tps.push_back(static_cast<double>(o.n_gen) / seconds_since(t0));
-          ++done_reps;
-        }
-        BenchRow row;
-        row.test = test;
-        row.threads = t;
-        row.depth = d;
-        mean_stddev(tps, row.tps_mean, row.tps_stddev);
+        BenchRow row = timed(test, d, o.n_gen, [&] {
+          for (int64_t i = 0; i < o.n_gen; ++i) s.append(std::span<const int32_t>(tokens).subspan(d + i, 1));
+        });
         row.bytes_per_token = weights + static_cast<double>(kv_tok) * (static_cast<double>(d) + (o.n_gen + 1) / 2.0);
         row.gbps = row.bytes_per_token * row.tps_mean / 1e9;
         row.pct_limit = lim && lim->read_gbps > 0 ? 100 * row.gbps / lim->read_gbps : 0;

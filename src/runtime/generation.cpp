@@ -77,16 +77,20 @@ std::span<const float> Generation::constrained(std::span<const float> logits) {
   return masked_;
 }
 
-std::optional<Emission> Generation::step(std::span<const float> logits, std::span<const int32_t> history,
-                                         int64_t room) {
+bool Generation::begin_step(std::span<const float>& logits) {
   if (finished()) fail("the generation has finished: no more steps");
   if (p_.max_tokens >= 0 && generated_ >= p_.max_tokens) {
     finish_ = Finish::MaxTokens;
-    return std::nullopt;
+    return false;
   }
   took_guess_ = false;
   logits = constrained(logits);
-  if (finished()) return std::nullopt;
+  return !finished();
+}
+
+std::optional<Emission> Generation::step(std::span<const float> logits, std::span<const int32_t> history,
+                                         int64_t room) {
+  if (!begin_step(logits)) return std::nullopt;
   Emission e;
   e.token = sampler_.sample(logits, history, static_cast<size_t>(generated_));
   return finish_step(std::move(e), logits, room);
@@ -94,14 +98,7 @@ std::optional<Emission> Generation::step(std::span<const float> logits, std::spa
 
 std::optional<Emission> Generation::step(std::span<const float> logits, std::span<const int32_t> history,
                                          int64_t room, const Guess& guess) {
-  if (finished()) fail("the generation has finished: no more steps");
-  if (p_.max_tokens >= 0 && generated_ >= p_.max_tokens) {
-    finish_ = Finish::MaxTokens;
-    return std::nullopt;
-  }
-  took_guess_ = false;
-  logits = constrained(logits);
-  if (finished()) return std::nullopt;
+  if (!begin_step(logits)) return std::nullopt;
   Emission e;
   e.token = choose(sampler_.distribution(logits, history, static_cast<size_t>(generated_)), guess);
   took_guess_ = e.token == guess.token;

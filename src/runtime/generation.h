@@ -110,6 +110,10 @@ class Generation {
   const GenerationParams& params() const { return p_; }
 
  private:
+  // The checks before a token is chosen, and the grammar's mask applied to
+  // `logits`; false when the generation ends here (length, or a grammar with
+  // nothing left to allow).
+  bool begin_step(std::span<const float>& logits);
   std::optional<Emission> finish_step(Emission e, std::span<const float> logits, int64_t room);
   // The logits the sampler sees: masked by the grammar, if there is one.
   std::span<const float> constrained(std::span<const float> logits);
