@@ -30,6 +30,11 @@ struct ModelShape {
   // `window` positions only, so their cache needs no more.
   int64_t window = 0;
   std::vector<bool> window_layers;
+  // The other sizes, when a config.json gives them (0 otherwise): what the
+  // parameter count of a dense decoder needs (sizing/hf_config.h).
+  int64_t n_embd = 0;
+  int64_t n_ff = 0;
+  int64_t n_vocab = 0;
   // Known from a GGUF with tensors (their element count and bytes), or from a
   // config (computed parameters x bytes of its dtype); absent otherwise.
   std::optional<uint64_t> parameters;

@@ -38,7 +38,7 @@ void read_sliding_window(const HfConfig& c, ModelShape& s) {
 
 }  // namespace
 
-uint64_t dense_decoder_parameters(const DenseDecoderDims& d) {
+uint64_t dense_decoder_parameters(const ModelShape& d, const DenseDecoderKind& kind) {
   for (int64_t v : {d.n_vocab, d.n_embd, d.n_ff, d.n_layer, d.n_head, d.n_kv_head, d.head_dim})
     if (v <= 0 || v > kMaxModelDim)
       fail("decoder sizes must be positive (vocab {}, hidden {}, ffn {}, layers {}, heads {}, kv heads {}, head_dim {})",
@@ -49,10 +49,10 @@ uint64_t dense_decoder_parameters(const DenseDecoderDims& d) {
   layer = add(layer, mul(2, mul(e, kv)));        // wk, wv (embd -> kv)
   layer = add(layer, mul(3, mul(e, d.n_ff)));    // gate, up, down
   layer = add(layer, mul(2, e));                 // attention and ffn norms
-  if (d.qk_norm) layer = add(layer, mul(2, d.head_dim));
-  if (d.qkv_bias) layer = add(layer, add(q, mul(2, kv)));
+  if (kind.qk_norm) layer = add(layer, mul(2, d.head_dim));
+  if (kind.qkv_bias) layer = add(layer, add(q, mul(2, kv)));
   uint64_t total = add(embeddings, add(mul(d.n_layer, layer), e));  // + final norm
-  if (!d.tied_embeddings) total = add(total, embeddings);           // separate output matrix
+  if (!kind.tied_embeddings) total = add(total, embeddings);           // separate output matrix
   return total;
 }
 
@@ -100,19 +100,15 @@ ModelShape shape_from_hf_config_text(const std::string& text, const std::string&
       fail("{}: '{}{}' makes this a mixture-of-experts model, whose weights are not counted here; give "
            "--weights-bytes",
            source, c.prefix(), moe);
-  DenseDecoderDims d;
-  d.n_embd = c.require_int("hidden_size", "the parameter count; or give --weights-bytes");
-  d.n_ff = c.require_int("intermediate_size", "the parameter count; or give --weights-bytes");
-  d.n_vocab = c.require_int("vocab_size", "the parameter count; or give --weights-bytes");
-  d.n_layer = s.n_layer;
-  d.n_head = s.n_head;
-  d.n_kv_head = s.n_kv_head;
-  d.head_dim = s.head_dim;
+  s.n_embd = c.require_int("hidden_size", "the parameter count; or give --weights-bytes");
+  s.n_ff = c.require_int("intermediate_size", "the parameter count; or give --weights-bytes");
+  s.n_vocab = c.require_int("vocab_size", "the parameter count; or give --weights-bytes");
+  DenseDecoderKind kind;
   // LlamaConfig, Qwen2Config and Qwen3Config all default to untied embeddings.
-  d.tied_embeddings = c.get_bool_either("tie_word_embeddings").value_or(false);
-  d.qk_norm = s.kind.starts_with("qwen3");
-  d.qkv_bias = c.get_bool_either("attention_bias").value_or(false) || s.kind.starts_with("qwen2");
-  s.parameters = dense_decoder_parameters(d);
+  kind.tied_embeddings = c.get_bool_either("tie_word_embeddings").value_or(false);
+  kind.qk_norm = s.kind.starts_with("qwen3");
+  kind.qkv_bias = c.get_bool_either("attention_bias").value_or(false) || s.kind.starts_with("qwen2");
+  s.parameters = dense_decoder_parameters(s, kind);
   if (weights_bits) {
     s.weights_bytes = static_cast<uint64_t>(static_cast<double>(*s.parameters) * *weights_bits / 8 + 0.5);
     return s;

@@ -12,24 +12,18 @@
 
 namespace tally {
 
-// The sizes that fix the parameter count of a dense llama-style decoder:
-// embeddings, per layer q/k/v/o and gate/up/down projections and two norms,
-// a final norm, and an output matrix unless tied.
-struct DenseDecoderDims {
-  int64_t n_vocab = 0;
-  int64_t n_embd = 0;
-  int64_t n_ff = 0;
-  int64_t n_layer = 0;
-  int64_t n_head = 0;
-  int64_t n_kv_head = 0;
-  int64_t head_dim = 0;
-  bool tied_embeddings = true;
-  bool qk_norm = false;   // per-head RMSNorm on q and k (Qwen3): 2 x head_dim per layer
-  bool qkv_bias = false;  // biases on the q/k/v projections (Qwen2)
+// How a dense llama-style decoder's layers differ beyond its sizes.
+struct DenseDecoderKind {
+  bool tied_embeddings = true;  // no output matrix of its own
+  bool qk_norm = false;         // per-head RMSNorm on q and k (Qwen3): 2 x head_dim per layer
+  bool qkv_bias = false;        // biases on the q/k/v projections (Qwen2)
 };
 
-// Parameters of such a decoder; throws on a non-positive size or overflow.
-uint64_t dense_decoder_parameters(const DenseDecoderDims& d);
+// Parameters of a dense llama-style decoder of shape s (its n_vocab, n_embd
+// and n_ff set): embeddings, per layer q/k/v/o and gate/up/down projections
+// and two norms, a final norm, and an output matrix unless tied. Throws on a
+// non-positive size or overflow.
+uint64_t dense_decoder_parameters(const ModelShape& s, const DenseDecoderKind& kind);
 
 // Reads a config.json (its "text_config" when present). With `want_weights`
 // it also computes the parameter count and weight bytes, and then requires

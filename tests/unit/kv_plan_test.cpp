@@ -181,19 +181,27 @@ TEST(KvPlanConfig, Qwen3SmallCountsQkNorms) {
 }
 
 TEST(KvPlanConfig, DenseParameterFormula) {
-  DenseDecoderDims d{49152, 576, 1536, 30, 9, 3, 64, true, false, false};
+  ModelShape d;  // SmolLM2-135M
+  d.n_vocab = 49152;
+  d.n_embd = 576;
+  d.n_ff = 1536;
+  d.n_layer = 30;
+  d.n_head = 9;
+  d.n_kv_head = 3;
+  d.head_dim = 64;
+  DenseDecoderKind k;
   const uint64_t per_layer = 576ull * 576 * 2 + 576ull * 192 * 2 + 3ull * 576 * 1536 + 2 * 576;
   EXPECT_EQ(per_layer, 3540096u);
-  EXPECT_EQ(dense_decoder_parameters(d), 49152ull * 576 + 30 * per_layer + 576);
-  EXPECT_EQ(dense_decoder_parameters(d), 134515008u);
-  d.tied_embeddings = false;  // a separate output matrix
-  EXPECT_EQ(dense_decoder_parameters(d), 134515008u + 49152ull * 576);
-  d.tied_embeddings = true;
-  d.qkv_bias = true;  // q 576 + k 192 + v 192 per layer
-  EXPECT_EQ(dense_decoder_parameters(d), 134515008u + 30u * 960);
-  d.qkv_bias = false;
-  d.qk_norm = true;
-  EXPECT_EQ(dense_decoder_parameters(d), 134515008u + 30u * 128);
+  EXPECT_EQ(dense_decoder_parameters(d, k), 49152ull * 576 + 30 * per_layer + 576);
+  EXPECT_EQ(dense_decoder_parameters(d, k), 134515008u);
+  k.tied_embeddings = false;  // a separate output matrix
+  EXPECT_EQ(dense_decoder_parameters(d, k), 134515008u + 49152ull * 576);
+  k.tied_embeddings = true;
+  k.qkv_bias = true;  // q 576 + k 192 + v 192 per layer
+  EXPECT_EQ(dense_decoder_parameters(d, k), 134515008u + 30u * 960);
+  k.qkv_bias = false;
+  k.qk_norm = true;
+  EXPECT_EQ(dense_decoder_parameters(d, k), 134515008u + 30u * 128);
 
   // Untied from the config when tie_word_embeddings is false.
   const std::string untied = R"({"num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
