@@ -16,7 +16,7 @@
 
 #include "core/byte_size.h"
 #include "core/dtype.h"
-#include "io/hf_folder.h"
+#include "model/hf_folder.h"
 #include "kernels/dequantize.h"
 #include "model/model.h"
 

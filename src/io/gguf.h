@@ -2,7 +2,7 @@
 // A GGUF file (versions 2 and 3), memory-mapped and fully validated on open:
 // every count, length, shape and offset is bounds- and overflow-checked, tensor
 // data ranges lie inside the data section, are aligned and do not overlap.
-// The same view can be assembled from another format (io/hf_folder.h), whose
+// The same view can be assembled from another format (model/hf_folder.h), whose
 // reader has validated its bytes: metadata and tensors as a GGUF file would
 // hold them, the tensor data in the files it keeps mapped.
 // After construction every accessor is safe; the object is immutable.

@@ -43,7 +43,7 @@ SpeculationReport measure_speculation(const Model& model, const Tokenizer& tok, 
       if (t.kind == kind) tasks.push_back(&t);
     if (tasks.size() == before) fail("no held tasks of kind '{}' (code-edit, chat)", kind);
   }
-  const ChatTemplate tmpl = ChatTemplate::from_gguf(model.file());
+  const ChatTemplate tmpl = chat_template_of(model);
   SessionOptions so;
   so.n_threads = e.n_threads;
   so.cache_type = e.cache_type;

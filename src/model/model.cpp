@@ -7,7 +7,7 @@
 
 #include "core/byte_size.h"
 #include "core/error.h"
-#include "io/hf_folder.h"
+#include "model/hf_folder.h"
 #include "io/session_file.h"
 #include "kernels/dequantize.h"
 #include "kernels/matmul.h"
@@ -157,6 +157,11 @@ uint64_t Model::weight_bytes() const { return file_->total_tensor_bytes(); }
 void Model::embed(int32_t token, float* out) const {
   if (token < 0 || token >= cfg_.n_vocab) fail("token id {} is outside the vocabulary [0, {})", token, cfg_.n_vocab);
   dequantize_matrix_row(token_embd_, token, out);
+}
+
+ChatTemplate chat_template_of(const Model& m) {
+  const Architecture& a = *m.config().arch;
+  return ChatTemplate::from_gguf(m.file(), a.chat_template, fmt::format("the {} architecture's chat template", a.name));
 }
 
 }  // namespace tally

@@ -17,6 +17,7 @@
 #include "kernels/matmul.h"
 #include "kv/kv_shape.h"
 #include "model/model_config.h"
+#include "tokenizer/chat_template.h"
 
 namespace tally {
 
@@ -72,5 +73,9 @@ class Model {
   std::unordered_set<const GgufTensorInfo*> bound_;  // while loading: the tensors bound so far
   uint64_t fingerprint_ = 0;
 };
+
+// The model's chat template: its file's, else its architecture's
+// (Architecture::chat_template); throws when there is neither.
+ChatTemplate chat_template_of(const Model& m);
 
 }  // namespace tally

@@ -68,7 +68,7 @@ ApiServer::ApiServer(const Model& model, const Tokenizer& tok, Scheduler& schedu
                      ServerOptions opts)
     : model_(model), tok_(tok), scheduler_(scheduler), metrics_(metrics), opts_(std::move(opts)) {
   try {
-    tmpl_ = std::make_unique<ChatTemplate>(ChatTemplate::from_gguf(model.file()));
+    tmpl_ = std::make_unique<ChatTemplate>(chat_template_of(model));
     tools_.shows_tools = template_shows_tools(*tmpl_);
     tools_.format = tool_format(tmpl_->source());
   } catch (const Error& e) {

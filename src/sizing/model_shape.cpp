@@ -1,7 +1,7 @@
 #include "sizing/model_shape.h"
 
 #include "core/error.h"
-#include "io/hf_folder.h"
+#include "model/hf_folder.h"
 #include "io/gguf.h"
 #include "sizing/hf_config.h"
 

@@ -8,50 +8,6 @@
 namespace tally {
 namespace {
 
-// Gemma 3's instruction template (google/gemma-3-270m-it, tokenizer_config.json),
-// for Gemma 3 files that carry none: HF ships the same template for the base
-// and the instruction-tuned model.
-constexpr std::string_view kGemma3Template = R"({{ bos_token }}
-{%- if messages[0]['role'] == 'system' -%}
-    {%- if messages[0]['content'] is string -%}
-        {%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}
-    {%- else -%}
-        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}
-    {%- endif -%}
-    {%- set loop_messages = messages[1:] -%}
-{%- else -%}
-    {%- set first_user_prefix = "" -%}
-    {%- set loop_messages = messages -%}
-{%- endif -%}
-{%- for message in loop_messages -%}
-    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}
-        {{ raise_exception("Conversation roles must alternate user/assistant/user/assistant/...") }}
-    {%- endif -%}
-    {%- if (message['role'] == 'assistant') -%}
-        {%- set role = "model" -%}
-    {%- else -%}
-        {%- set role = message['role'] -%}
-    {%- endif -%}
-    {{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else "") }}
-    {%- if message['content'] is string -%}
-        {{ message['content'] | trim }}
-    {%- elif message['content'] is iterable -%}
-        {%- for item in message['content'] -%}
-            {%- if item['type'] == 'image' -%}
-                {{ '<start_of_image>' }}
-            {%- elif item['type'] == 'text' -%}
-                {{ item['text'] | trim }}
-            {%- endif -%}
-        {%- endfor -%}
-    {%- else -%}
-        {{ raise_exception("Invalid content type") }}
-    {%- endif -%}
-    {{ '<end_of_turn>\n' }}
-{%- endfor -%}
-{%- if add_generation_prompt -%}
-    {{'<start_of_turn>model\n'}}
-{%- endif -%}
-)";
 
 // The text of the special token whose id is stored under `key`, or "".
 std::string token_text(const GgufFile& f, std::string_view key) {
@@ -64,12 +20,12 @@ std::string token_text(const GgufFile& f, std::string_view key) {
 
 }  // namespace
 
-ChatTemplate ChatTemplate::from_gguf(const GgufFile& f) {
+ChatTemplate ChatTemplate::from_gguf(const GgufFile& f, std::string_view fallback, std::string fallback_origin) {
   const std::string bos = token_text(f, "tokenizer.ggml.bos_token_id");
   const std::string eos = token_text(f, "tokenizer.ggml.eos_token_id");
   if (!f.has("tokenizer.chat_template")) {
-    if (f.has("general.architecture") && f.get_string("general.architecture") == "gemma3") {
-      ChatTemplate t = from_source(kGemma3Template, "Gemma 3's chat template", bos, eos);
+    if (!fallback.empty()) {
+      ChatTemplate t = from_source(fallback, std::move(fallback_origin), bos, eos);
       t.fallback_ = true;
       return t;
     }

@@ -11,8 +11,9 @@
 // plain text: a message that spells "<|im_end|>" cannot close its turn (as in
 // OpenAI's API). The template's own markers stay control tokens.
 //
-// A Gemma 3 file without a template (the base model) gets Gemma 3's
-// instruction template; is_fallback() says so, so that a chat can warn.
+// A file without a template may get its architecture's (a Gemma 3 base
+// model gets Gemma 3's instruction template: model/architecture.h);
+// is_fallback() says so, so that a chat can warn.
 // Immutable after construction; render/encode may run on several threads.
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -44,9 +45,11 @@ struct ChatMessage {
 
 class ChatTemplate {
  public:
-  // Throws tally::Error when the file has no template (and is not Gemma 3)
-  // or the template does not parse (naming line and column).
-  static ChatTemplate from_gguf(const GgufFile& f);
+  // The file's template, or, when it has none, `fallback` (the architecture's
+  // own, model/architecture.h; is_fallback() then says so). Throws
+  // tally::Error when there is neither, or the template does not parse
+  // (naming line and column).
+  static ChatTemplate from_gguf(const GgufFile& f, std::string_view fallback = {}, std::string fallback_origin = {});
   // From template text; `origin` names it in errors; bos/eos are the texts
   // of the model's special tokens ("" when it has none).
   static ChatTemplate from_source(std::string_view source, std::string origin, std::string bos_token = {},

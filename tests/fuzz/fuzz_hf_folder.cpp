@@ -17,7 +17,7 @@
 
 #include "core/error.h"
 #include "fuzz_checks.h"
-#include "io/hf_folder.h"
+#include "model/hf_folder.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {

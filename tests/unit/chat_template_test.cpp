@@ -17,6 +17,7 @@
 #include "io/gguf.h"
 #include "jinja/template.h"
 #include "test_model_path.h"
+#include "model/architecture.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "test_util.h"
@@ -145,8 +146,8 @@ TEST(ChatTemplate, MissingTemplateInFile) {
 }
 
 // A Gemma 3 file without a template (the base model) is chatted with through
-// Gemma 3's instruction template, and says so; it renders as HF renders that
-// template (the fixture's jinja2 outputs).
+// its architecture's template, Gemma 3's instruction template, and says so;
+// it renders as HF renders that template (the fixture's jinja2 outputs).
 TEST(ChatTemplate, GemmaBaseFallsBackToGemma3Template) {
   auto g = test::gguf_from_bytes(test::GgufBuilder()
                                      .kv("general.architecture", test::m_str("gemma3"))
@@ -155,7 +156,7 @@ TEST(ChatTemplate, GemmaBaseFallsBackToGemma3Template) {
                                      .kv("tokenizer.ggml.eos_token_id", test::m_u32(1))
                                      .build(),
                                  "gemma3.gguf");
-  const ChatTemplate fallback = ChatTemplate::from_gguf(*g);
+  const ChatTemplate fallback = ChatTemplate::from_gguf(*g, architecture_for("gemma3").chat_template);
   EXPECT_TRUE(fallback.is_fallback());
   const nlohmann::ordered_json fx = nlohmann::ordered_json::parse(read_fixture("chat_templates/expected.json"));
   size_t compared = 0;
@@ -172,7 +173,9 @@ TEST(ChatTemplate, GemmaBaseFallsBackToGemma3Template) {
   EXPECT_GE(compared, 10u);
   auto own = test::gguf_from_bytes(
       test::GgufBuilder().kv("general.architecture", test::m_str("gemma3")).kv("tokenizer.chat_template", test::m_str(kSmolLM2)).build());
-  EXPECT_FALSE(ChatTemplate::from_gguf(*own).is_fallback());
+  EXPECT_FALSE(ChatTemplate::from_gguf(*own, architecture_for("gemma3").chat_template).is_fallback());
+  for (const Architecture& a : architectures())  // only gemma3 has a template of its own
+    EXPECT_EQ(a.chat_template.empty(), a.name != "gemma3") << a.name;
 }
 
 TEST(ChatTemplate, FromGgufMetadata) {

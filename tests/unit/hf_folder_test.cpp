@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "io/hf_folder.h"
+#include "model/hf_folder.h"
 #include "io/safetensors.h"
 #include "model_test_support.h"
 #include "runtime/session.h"
@@ -173,7 +173,7 @@ TEST(HfFolder, RefusesWhatItCannotRead) {
     auto cfg = f.read("config.json");
     cfg["model_type"] = "mistral";
     f.write("config.json", cfg.dump());
-    expect_error([&] { tally::open_hf_folder(f.dir()); }, {"config.json", "model_type 'mistral'", "llama, qwen2, qwen3, gemma3_text"});
+    expect_error([&] { tally::open_hf_folder(f.dir()); }, {"config.json", "model_type 'mistral'", "llama, gemma3_text, qwen2, qwen3"});
     cfg["model_type"] = "qwen3";
     cfg["rope_parameters"]["rope_type"] = "yarn";
     f.write("config.json", cfg.dump());
@@ -243,7 +243,7 @@ TEST(HfFolder, Gemma3IsTheModelOfItsConvertedGgufAndOfTransformers) {
   EXPECT_GT(decisive, 50);
   const std::vector<tally::ChatMessage> hi = {{"user", "Hi"}, {"assistant", "Hello"}};
   // The template writes BOS itself (HF's rendering); encode() does not double it.
-  const tally::ChatTemplate ct = tally::ChatTemplate::from_gguf(folder->file());
+  const tally::ChatTemplate ct = tally::chat_template_of(*folder);
   EXPECT_EQ(ct.render(hi, true),
             "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nHello<end_of_turn>\n<start_of_turn>model\n");
   const tally::Tokenizer tok = tally::Tokenizer::from_gguf(folder->file());

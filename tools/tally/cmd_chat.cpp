@@ -220,7 +220,7 @@ bool run_command(const ChatAction& a, Conversation& chat, const Session& session
 void execute(const ChatOptions& o) {
   LoadedModel lm = load_model(o.m);
   const Tokenizer& tok = *lm.tokenizer;
-  const ChatTemplate tmpl = ChatTemplate::from_gguf(lm.model->file());
+  const ChatTemplate tmpl = chat_template_of(*lm.model);
   if (tmpl.is_fallback()) warn_not_instruct(lm.name);
   SessionOptions so = session_options(o.m, *lm.model, false);
   o.speculation.apply(so);

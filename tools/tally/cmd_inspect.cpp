@@ -12,7 +12,7 @@
 #include "option_checks.h"
 #include "output.h"
 #include "io/gguf.h"
-#include "io/hf_folder.h"
+#include "model/hf_folder.h"
 #include "io/model_locator.h"
 
 namespace tally::cli {
@@ -89,7 +89,7 @@ void print_json(const GgufFile& f) {
 
 void print_text(const GgufFile& f) {
   fmt::print("file:        {}\n", shown(f.path()));
-  if (f.version() == 0)  // assembled from an HF folder (io/hf_folder.h): shown as the GGUF it reads as
+  if (f.version() == 0)  // assembled from an HF folder (model/hf_folder.h): shown as the GGUF it reads as
     fmt::print("format:      HF folder, read as GGUF metadata and tensors\nweights:     {} bytes mapped\n",
                f.file_size());
   else

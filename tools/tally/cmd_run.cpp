@@ -114,7 +114,7 @@ std::string prompt_text(const RunOptions& o) {
 std::vector<int32_t> prompt_tokens(const RunOptions& o, const LoadedModel& lm, const std::string& text) {
   const Tokenizer& tok = *lm.tokenizer;
   if (o.chat) {
-    const ChatTemplate tmpl = ChatTemplate::from_gguf(lm.model->file());
+    const ChatTemplate tmpl = chat_template_of(*lm.model);
     if (tmpl.is_fallback()) warn_not_instruct(lm.name);
     std::vector<ChatMessage> msgs;
     if (!o.system.empty()) msgs.push_back({"system", o.system});

@@ -10,7 +10,7 @@
 #include "option_checks.h"
 #include "output.h"
 #include "core/error.h"
-#include "io/hf_folder.h"
+#include "model/hf_folder.h"
 #include "io/gguf.h"
 #include "io/model_locator.h"
 #include "io/text_file.h"

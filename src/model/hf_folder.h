@@ -6,10 +6,10 @@
 // model.safetensors.index.json) keep their mapping under GGUF tensor names
 // with the dimensions reversed, and tokenizer.json (with tokenizer_config.json
 // and chat_template.jinja when present) becomes `tokenizer.ggml.*`.
-// Architectures: llama (q and k rows are permuted into adjacent RoPE pairs,
-// as the converter does, in a copy), qwen2, qwen3, gemma3 (model_type
-// gemma3_text; its norm weights w become 1 + w in a float32 copy, as the
-// converter writes them). Tokenizers: byte-level BPE whose pre-tokenizer is
+// Architectures: those of model/architecture.h, whose HfLayout says what
+// differs (model_type, config fields, norm names, weight transforms done in
+// a copy as the converter does them: llama's q and k rows permuted into
+// adjacent RoPE pairs, gemma3's norm weights w stored as 1 + w). Tokenizers: byte-level BPE whose pre-tokenizer is
 // one tally knows (gpt-2, smollm, qwen2, llama-bpe), and SentencePiece BPE
 // with byte fallback as Gemma's tokenizer.json holds it (read as a
 // SentencePiece vocabulary whose scores follow the merges' order).

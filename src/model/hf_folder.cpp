@@ -1,4 +1,4 @@
-#include "io/hf_folder.h"
+#include "model/hf_folder.h"
 
 #include <fmt/format.h>
 
@@ -16,6 +16,7 @@
 #include "io/json_input.h"
 #include "io/safetensors.h"
 #include "io/text_file.h"
+#include "model/architecture.h"
 
 namespace tally {
 
@@ -61,15 +62,18 @@ std::string need_string(const JsonFields& f, const char* key) { return f.require
 
 // ---- config.json -> <arch>.* ----------------------------------------------
 
-// The GGUF architecture of an HF model_type.
-std::string arch_of(const std::string& model_type, const std::string& source) {
-  if (model_type == "llama" || model_type == "qwen2" || model_type == "qwen3") return model_type;
-  if (model_type == "gemma3_text") return "gemma3";
+// The architecture of an HF model_type (Architecture::hf).
+const Architecture& arch_of(const std::string& model_type, const std::string& source) {
+  std::string known;
+  for (const Architecture& a : architectures()) {
+    if (a.hf.model_type == model_type) return a;
+    known += fmt::format("{}{}", known.empty() ? "" : ", ", a.hf.model_type);
+  }
   if (model_type == "gemma3")
     fail("{}: model_type 'gemma3' is Gemma 3 with its vision tower; tally reads the text-only folders "
          "(model_type gemma3_text, as google/gemma-3-270m and -1b ship)", source);
-  fail("{}: model_type '{}' is not read from HF folders (llama, qwen2, qwen3, gemma3_text are; convert others to GGUF)",
-       source, excerpt(model_type, 40));
+  fail("{}: model_type '{}' is not read from HF folders ({} are; convert others to GGUF)", source,
+       excerpt(model_type, 40), known);
 }
 
 // A RoPE base from a section holding rope_theta and rope_type (transformers 5's
@@ -103,7 +107,7 @@ void add_gemma3_hparams(const HfConfig& hf, uint64_t n_layer, const std::functio
   expect_field(cfg, "use_bidirectional_attention", false, "tally runs causal attention only");
   const json* act = cfg.find("hidden_activation");
   if (!act) act = cfg.find("hidden_act");
-  if (act && *act != "gelu_pytorch_tanh")
+  if (act && *act != "gelu_pytorch_tanh")  // the gemma3 entry's hf.activation
     fail("{}: the activation is {}: gemma3 folders are read with gelu_pytorch_tanh only", cfg.source(), describe_json(*act));
 
   put("attention.sliding_window", u64_value(need_count(cfg, "sliding_window")));
@@ -127,32 +131,33 @@ void add_gemma3_hparams(const HfConfig& hf, uint64_t n_layer, const std::functio
   put("rope.freq_base_swa", f64_value(local));
 }
 
-// llama, qwen2, qwen3: silu, one RoPE base; biases where the architecture
-// has them (qwen2's q, k and v), nowhere else.
-void add_llama_hparams(const HfConfig& hf, uint64_t n_layer, const std::string& arch,
+// llama, qwen2, qwen3: the architecture's activation, one RoPE base; biases
+// where the architecture has them (qwen2's q, k and v), nowhere else.
+void add_llama_hparams(const HfConfig& hf, uint64_t n_layer, const Architecture& arch,
                        const std::function<void(const char*, GgufValue)>& put) {
   const JsonFields& cfg = hf.section();
-  if (arch != "qwen2") expect_field(cfg, "attention_bias", false, "attention biases are not supported in this architecture");
+  if (!arch.qkv_bias) expect_field(cfg, "attention_bias", false, "attention biases are not supported in this architecture");
   if (const auto hd = cfg.count("head_dim")) put("attention.key_length", u64_value(*hd));
   // transformers 5 keeps the base in rope_parameters, earlier versions in rope_theta.
   double base = cfg.number("rope_theta").value_or(10000.0);
   if (const json* rp = cfg.find("rope_parameters")) base = rope_base(JsonFields(*rp, cfg.source(), "rope_parameters."), base);
-  if (const json* act = cfg.find("hidden_act"); act && *act != "silu")
-    fail("{}: 'hidden_act' is {}: {} folders are read with silu only", cfg.source(), describe_json(*act), arch);
+  if (const json* act = cfg.find("hidden_act"); act && *act != arch.hf.activation)
+    fail("{}: 'hidden_act' is {}: {} folders are read with {} only", cfg.source(), describe_json(*act), arch.name,
+         arch.hf.activation);
   if (cfg.flag("use_sliding_window").value_or(false))
-    fail("{}: 'use_sliding_window' is true; sliding-window {} folders are not supported", cfg.source(), arch);
+    fail("{}: 'use_sliding_window' is true; sliding-window {} folders are not supported", cfg.source(), arch.name);
   if (const auto layers = hf.window_layers(static_cast<int64_t>(n_layer)))
     for (size_t i = 0; i < layers->size(); ++i)
       if ((*layers)[i])
         fail("{}: 'layer_types[{}]' is \"sliding_attention\"; sliding-window {} folders are not supported",
-             cfg.source(), i, arch);
+             cfg.source(), i, arch.name);
   put("rope.freq_base", f64_value(base));
 }
 
-void add_hparams(const HfConfig& hf, const std::string& arch, std::vector<std::pair<std::string, GgufValue>>& kv) {
+void add_hparams(const HfConfig& hf, const Architecture& arch, std::vector<std::pair<std::string, GgufValue>>& kv) {
   const JsonFields& cfg = hf.section();
   const std::function<void(const char*, GgufValue)> put = [&](const char* key, GgufValue v) {
-    kv.emplace_back(arch + "." + key, std::move(v));
+    kv.emplace_back(fmt::format("{}.{}", arch.name, key), std::move(v));
   };
   expect_field(cfg, "mlp_bias", false, "MLP biases are not supported");
   const uint64_t heads = need_count(cfg, "num_attention_heads");
@@ -173,41 +178,31 @@ void add_hparams(const HfConfig& hf, const std::string& arch, std::vector<std::p
   // transformers 4 kept RoPE scaling in rope_scaling (5: rope_parameters' rope_type); it is not implemented.
   if (const json* rs = cfg.find("rope_scaling"))
     fail("{}: 'rope_scaling' is {}: only the default RoPE is supported", cfg.source(), describe_json(*rs));
-  if (arch == "gemma3")
-    add_gemma3_hparams(hf, n_layer, put);
-  else
-    add_llama_hparams(hf, n_layer, arch, put);
+  switch (arch.hf.config) {
+    case HfConfigForm::Gemma3: add_gemma3_hparams(hf, n_layer, put); break;
+    case HfConfigForm::Llama: add_llama_hparams(hf, n_layer, arch, put); break;
+  }
 }
 
 // ---- safetensors -> GGUF tensors ------------------------------------------
 
-// HF parameter (after "model.layers.N.") -> GGUF tensor. Gemma 3 has a norm
-// before and after each sub-block; the others one before each.
-const std::map<std::string, std::string, std::less<>>& layer_names(const std::string& arch) {
-  using Names = std::map<std::string, std::string, std::less<>>;
-  static const Names common = {
-      {"input_layernorm", "attn_norm"},      {"self_attn.q_proj", "attn_q"},     {"self_attn.k_proj", "attn_k"},
-      {"self_attn.v_proj", "attn_v"},        {"self_attn.o_proj", "attn_output"}, {"self_attn.q_norm", "attn_q_norm"},
-      {"self_attn.k_norm", "attn_k_norm"},   {"mlp.gate_proj", "ffn_gate"},      {"mlp.up_proj", "ffn_up"},
-      {"mlp.down_proj", "ffn_down"},
+// HF parameter (after "model.layers.N.") -> GGUF tensor: the attention and
+// MLP tensors every architecture has, then the architecture's norms.
+std::optional<std::string_view> layer_name(std::string_view hf, const Architecture& arch) {
+  static constexpr std::pair<std::string_view, std::string_view> kCommon[] = {
+      {"self_attn.q_proj", "attn_q"},      {"self_attn.k_proj", "attn_k"},      {"self_attn.v_proj", "attn_v"},
+      {"self_attn.o_proj", "attn_output"}, {"self_attn.q_norm", "attn_q_norm"}, {"self_attn.k_norm", "attn_k_norm"},
+      {"mlp.gate_proj", "ffn_gate"},       {"mlp.up_proj", "ffn_up"},           {"mlp.down_proj", "ffn_down"},
   };
-  static const Names llama = [] {
-    Names m = common;
-    m.emplace("post_attention_layernorm", "ffn_norm");
-    return m;
-  }();
-  static const Names gemma3 = [] {
-    Names m = common;
-    m.emplace("post_attention_layernorm", "post_attention_norm");
-    m.emplace("pre_feedforward_layernorm", "ffn_norm");
-    m.emplace("post_feedforward_layernorm", "post_ffw_norm");
-    return m;
-  }();
-  return arch == "gemma3" ? gemma3 : llama;
+  using Names = std::span<const std::pair<std::string_view, std::string_view>>;
+  for (const Names names : {Names(kCommon), arch.hf.norms})
+    for (const auto& [from, to] : names)
+      if (from == hf) return to;
+  return std::nullopt;
 }
 
 // The GGUF name of an HF tensor; "" for one that carries no weight (inv_freq).
-std::string gguf_name(const std::string& hf, const std::string& arch, const std::string& source) {
+std::string gguf_name(const std::string& hf, const Architecture& arch, const std::string& source) {
   std::string_view n = hf;
   if (n.ends_with("rotary_emb.inv_freq")) return "";
   if (n == "lm_head.weight") return "output.weight";
@@ -220,12 +215,10 @@ std::string gguf_name(const std::string& hf, const std::string& arch, const std:
     const size_t last = n.rfind('.');
     if (dot != std::string_view::npos && last > dot) {
       const std::string_view block = n.substr(0, dot);
-      const auto& names = layer_names(arch);
-      const auto it = names.find(n.substr(dot + 1, last - dot - 1));
+      const auto name = layer_name(n.substr(dot + 1, last - dot - 1), arch);
       if (!block.empty() && block.size() < 10 &&
-          std::all_of(block.begin(), block.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
-          it != names.end())
-        return fmt::format("blk.{}.{}{}", block, it->second, n.substr(last));
+          std::all_of(block.begin(), block.end(), [](char c) { return c >= '0' && c <= '9'; }) && name)
+        return fmt::format("blk.{}.{}{}", block, *name, n.substr(last));
     }
   }
   fail("{}: tensor '{}' is not one tally knows how to use (a different architecture, or an adapter?)", source,
@@ -233,7 +226,7 @@ std::string gguf_name(const std::string& hf, const std::string& arch, const std:
 }
 
 // Gemma's RMSNorm scales by 1 + w (HF keeps w); GGUF files hold 1 + w, as
-// the converter writes it: a float32 copy.
+// the converter writes it: a float32 copy (Architecture::hf.norm_plus_one).
 std::unique_ptr<uint8_t[]> shifted_norm(const SafetensorsTensor& t) {
   const uint64_t n = t.n_bytes / traits(t.type).type_size;
   auto out = std::make_unique<uint8_t[]>(n * sizeof(float));
@@ -252,8 +245,9 @@ std::unique_ptr<uint8_t[]> shifted_norm(const SafetensorsTensor& t) {
   return out;
 }
 
-// llama's converter permutes the rows of q and k so that RoPE's pairs are
-// adjacent: in each head, row 2i + j comes from row j * head_dim/2 + i.
+// For an architecture whose RoPE pairs adjacent values (llama), the converter
+// permutes the rows of q and k so that RoPE's pairs are adjacent: in each
+// head, row 2i + j comes from row j * head_dim/2 + i.
 std::unique_ptr<uint8_t[]> permute_rope_rows(const SafetensorsTensor& t, uint64_t n_head, const std::string& source) {
   const uint64_t rows = t.shape.size() == 2 ? t.shape[0] : 0;
   if (rows == 0 || rows % n_head != 0 || (rows / n_head) % 2 != 0)
@@ -314,7 +308,7 @@ void check_index(const SafetensorsFile& st, const std::set<std::string>& listed)
            excerpt(name, 80));
 }
 
-Weights translate_weights(std::vector<SafetensorsFile>& files, const std::string& arch, uint64_t n_head,
+Weights translate_weights(std::vector<SafetensorsFile>& files, const Architecture& arch, uint64_t n_head,
                           uint64_t n_kv_head) {
   Weights w;
   for (SafetensorsFile& st : files) {
@@ -329,10 +323,10 @@ Weights translate_weights(std::vector<SafetensorsFile>& files, const std::string
       ti.n_bytes = t.n_bytes;
       ti.data = t.data;
       const bool q = ti.name.ends_with("attn_q.weight"), k = ti.name.ends_with("attn_k.weight");
-      if (arch == "llama" && (q || k)) {
+      if (arch.rope_pairing == RopePairing::Adjacent && (q || k)) {
         w.owned.push_back(permute_rope_rows(t, q ? n_head : n_kv_head, st.path()));
         ti.data = w.owned.back().get();
-      } else if (arch == "gemma3" && ti.name.ends_with("norm.weight")) {
+      } else if (arch.hf.norm_plus_one && ti.name.ends_with("norm.weight")) {
         w.owned.push_back(shifted_norm(t));
         ti.data = w.owned.back().get();
         ti.type = DType::F32;
@@ -366,11 +360,11 @@ uint64_t vocab_rows(const JsonFields& cfg, const Weights& w) {
 }
 
 // tie_word_embeddings says whether the output layer is the embedding
-// (transformers' default: true for Gemma 3, false for the others); a folder
+// (transformers' default: Architecture::hf.tied_default); a folder
 // must agree with it, since transformers would ignore a stored lm_head when
 // tied, and make up a random one when untied and none is stored.
-void check_output(const JsonFields& cfg, const std::string& arch, const Weights& w) {
-  const bool tied = cfg.flag("tie_word_embeddings").value_or(arch == "gemma3");
+void check_output(const JsonFields& cfg, const Architecture& arch, const Weights& w) {
+  const bool tied = cfg.flag("tie_word_embeddings").value_or(arch.hf.tied_default);
   const bool stored = find_tensor(w, "output.weight") != nullptr;
   if (tied && stored)
     fail("{}: 'tie_word_embeddings' is true, but the folder has an lm_head.weight that transformers would ignore",
@@ -698,10 +692,10 @@ std::unique_ptr<GgufFile> assemble_hf_model(HfFolderParts parts) {
   const std::string cpath = (fs::path(parts.dir) / "config.json").string();
   const HfConfig hf(parts.config, cpath);
   // The type at the top level: a vision-language model's text_config is not read.
-  const std::string type = arch_of(need_string(hf.top(), "model_type"), cpath);
+  const Architecture& type = arch_of(need_string(hf.top(), "model_type"), cpath);
   const JsonFields& cfg = hf.section();
   std::vector<std::pair<std::string, GgufValue>> kv;
-  kv.emplace_back("general.architecture", string_value(type));
+  kv.emplace_back("general.architecture", string_value(std::string(type.name)));
   std::error_code ec;
   kv.emplace_back("general.name", string_value(fs::absolute(parts.dir, ec).lexically_normal().filename().string()));
   add_hparams(hf, type, kv);
