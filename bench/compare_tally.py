@@ -16,6 +16,7 @@ when any cell is.
   python3 bench/compare_tally.py --before OLD_TALLY [--after build/release/tally]
       [--formats q4_1,...] [--threads 1,2] [--depths 0,2048] [--npl 1,2,4,8,16,32]
       [--npp 128] [--ntg 64] [--reps 3] [--slower 3] [--skip formats|batched]
+      [--cells q4_1:1:2048,...]   (only these file:threads:depth cells of the formats table)
 
 Needs only Python's standard library and llama.cpp's llama-quantize for the
 derived formats (scripts/build_llama_cpp.sh).
@@ -52,10 +53,13 @@ def formats_table(a, llama_bin):
     print("|---|---:|---:|---:|---|")
     ok = True
     progress = cl.Progress("formats", 0, enabled=False)
+    cells = {tuple(c.split(":")) for c in a.cells.split(",")} if a.cells else None
     for fmt in a.formats.split(","):
         model = cl.make_file(llama_bin, Path(a.model), fmt, progress)
         for t in ints(a.threads):
             for d in ints(a.depths):
+                if cells is not None and (fmt, str(t), str(d)) not in cells:
+                    continue
                 runs = {"before": {"pp": [], "tg": []}, "after": {"pp": [], "tg": []}}
                 for _ in range(a.reps):
                     for side, binary in (("before", a.before), ("after", a.after)):
@@ -102,6 +106,7 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--slower", type=float, default=3.0, help="percent below the old binary that marks a cell")
     ap.add_argument("--skip", choices=["formats", "batched"])
+    ap.add_argument("--cells", help="only these FILE:THREADS:DEPTH cells of the formats table (e.g. q4_1:1:2048)")
     a = ap.parse_args()
     for b in (a.before, a.after):
         if not Path(b).is_file():
