@@ -22,24 +22,15 @@ Needs only Python's standard library and llama.cpp's llama-quantize for the
 derived formats (scripts/build_llama_cpp.sh).
 """
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
 import compare_llama_cpp as cl
-from compare_batched import tally_parallel
-
-
-def ints(text):
-    return [int(x) for x in text.split(",") if x.strip()]
-
-
-def median(xs):
-    return statistics.median(xs) if xs else None
+from compare_batched import ints, tally_parallel
 
 
 def row(name, before, after, slower):
-    b, a = median(before), median(after)
+    b, a = cl.median_or_none(before), cl.median_or_none(after)
     ratio = a / b if a and b else None
     flag = "SLOWER" if ratio is not None and ratio < 1 - slower / 100 else ""
     r = f"{ratio:.3f}" if ratio is not None else "n/a"

@@ -93,7 +93,8 @@ void expect_field(const JsonFields& cfg, const char* key, const json& want, cons
 // Gemma 3 (transformers' Gemma3TextConfig defaults where a field is absent):
 // head_dim, the sliding window and its layer pattern, and a RoPE base for
 // each kind of layer.
-void add_gemma3_hparams(const HfConfig& hf, uint64_t n_layer, const std::function<void(const char*, GgufValue)>& put) {
+void add_gemma3_hparams(const HfConfig& hf, uint64_t n_layer, const Architecture& arch,
+                        const std::function<void(const char*, GgufValue)>& put) {
   const JsonFields& cfg = hf.section();
   const uint64_t head_dim = cfg.count("head_dim").value_or(256);
   put("attention.key_length", u64_value(head_dim));
@@ -107,8 +108,9 @@ void add_gemma3_hparams(const HfConfig& hf, uint64_t n_layer, const std::functio
   expect_field(cfg, "use_bidirectional_attention", false, "tally runs causal attention only");
   const json* act = cfg.find("hidden_activation");
   if (!act) act = cfg.find("hidden_act");
-  if (act && *act != "gelu_pytorch_tanh")  // the gemma3 entry's hf.activation
-    fail("{}: the activation is {}: gemma3 folders are read with gelu_pytorch_tanh only", cfg.source(), describe_json(*act));
+  if (act && *act != arch.hf.activation)
+    fail("{}: the activation is {}: {} folders are read with {} only", cfg.source(), describe_json(*act), arch.name,
+         arch.hf.activation);
 
   put("attention.sliding_window", u64_value(need_count(cfg, "sliding_window")));
   // Which layers slide: the config's list, written as llama.cpp reads it
@@ -179,7 +181,7 @@ void add_hparams(const HfConfig& hf, const Architecture& arch, std::vector<std::
   if (const json* rs = cfg.find("rope_scaling"))
     fail("{}: 'rope_scaling' is {}: only the default RoPE is supported", cfg.source(), describe_json(*rs));
   switch (arch.hf.config) {
-    case HfConfigForm::Gemma3: add_gemma3_hparams(hf, n_layer, put); break;
+    case HfConfigForm::Gemma3: add_gemma3_hparams(hf, n_layer, arch, put); break;
     case HfConfigForm::Llama: add_llama_hparams(hf, n_layer, arch, put); break;
   }
 }

@@ -9,8 +9,9 @@
 // Architectures: those of model/architecture.h, whose HfLayout says what
 // differs (model_type, config fields, norm names, weight transforms done in
 // a copy as the converter does them: llama's q and k rows permuted into
-// adjacent RoPE pairs, gemma3's norm weights w stored as 1 + w). Tokenizers: byte-level BPE whose pre-tokenizer is
-// one tally knows (gpt-2, smollm, qwen2, llama-bpe), and SentencePiece BPE
+// adjacent RoPE pairs, gemma3's norm weights w stored as 1 + w).
+// Tokenizers: byte-level BPE whose pre-tokenizer is one tally knows (gpt-2,
+// smollm, qwen2, llama-bpe), and SentencePiece BPE
 // with byte fallback as Gemma's tokenizer.json holds it (read as a
 // SentencePiece vocabulary whose scores follow the merges' order).
 // Every error names the file and the field or tensor.

@@ -8,6 +8,7 @@
 #include "core/byte_size.h"
 #include "core/error.h"
 #include "model/hf_folder.h"
+#include "tokenizer/chat_template.h"
 #include "io/session_file.h"
 #include "kernels/dequantize.h"
 #include "kernels/matmul.h"

@@ -17,9 +17,10 @@
 #include "kernels/matmul.h"
 #include "kv/kv_shape.h"
 #include "model/model_config.h"
-#include "tokenizer/chat_template.h"
 
 namespace tally {
+
+class ChatTemplate;
 
 struct LayerWeights {
   std::vector<float> attn_norm;          // (n_embd)
