@@ -21,18 +21,8 @@ template <class Emit>
 void speculate(Session& s, Generation& gen, const GenerateOptions& o, std::span<const float> logits,
                std::vector<int32_t>& history, GenerateResult& r, DraftModel* draft, Emit&& emit) {
   const PromptLookup lookup;
-  // Until timed, a draft model's token is guessed to cost what its weights
-  // weigh against the target's, and to be kept three times in four (a draft
-  // of the target's family agrees often; the counts correct a wrong prior in
-  // a few steps). Its probes come four times less often than lookup's: each
-  // makes it catch up on the steps it missed (about 8% of 16 steps' time
-  // for the 0.5B behind the 1.5B).
-  DraftLength length = draft == nullptr
-                           ? DraftLength(o.draft_max)
-                           : DraftLength(o.draft_max,
-                                         0.1 + static_cast<double>(o.draft->model().weight_bytes()) /
-                                                   static_cast<double>(s.model().weight_bytes()),
-                                         0.75, 64);
+  // A draft of the target's family agrees often; the counts correct a wrong prior in a few steps.
+  DraftLength length = draft_length(o.draft_max, s.model(), draft == nullptr ? nullptr : &o.draft->model());
   const int64_t V = s.model().config().n_vocab;
   auto take = [&](const std::optional<Emission>& e) {
     if (!e) return;

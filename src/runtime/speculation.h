@@ -17,14 +17,17 @@
 // later, to time it again). k = 0 when no k beats one
 // token per t0, with a probe now and then to learn whether guesses got better.
 // DraftModel guesses with a smaller model of the same vocabulary, in a
-// session of its own.
+// session of its own; DraftBatch does the same for many sequences at once
+// (the server's), each round of guesses one batched step of its engine.
 // Invariants: a proposal is never longer than asked; DraftLength::next() is
-// in [0, k_max]; a DraftModel's cache holds a prefix of the history it was
-// last given followed by its own guesses, nothing else.
+// in [0, k_max]; a draft's cache holds, per sequence, a prefix of the history
+// it was last given followed by its own guesses, nothing else.
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
+#include "runtime/engine.h"
 #include "runtime/generation.h"
 #include "runtime/session.h"
 #include "sampler/sampler.h"
@@ -63,6 +66,45 @@ class DraftModel {
   Session& s_;
   Sampler sampler_;
   std::vector<float> logits_;  // after the cache's last position
+  int64_t rolled_back_ = 0;
+};
+
+// The draft's guess at one position from its logits there: the argmax when
+// the sampler is greedy (q: a point mass), else a draw under the target's
+// sampling parameters with the distribution it came from as q. seen: the
+// history and the guesses before, of which the last `guessed` are guesses.
+Guess draft_guess(Sampler& sampler, std::span<const float> logits, std::span<const int32_t> seen, size_t guessed);
+
+// A draft model guessing for many sequences at once: its own engine, a
+// sequence per drafting caller, and each round of guesses one batched decode
+// step for all of them. A sequence follows its caller's history lazily: at
+// each propose() it is rolled back to what they share and the rest is
+// pushed, so a new sequence's prefill (or a long catch-up) runs in the
+// engine's chunks over several calls, with no guesses for it meanwhile,
+// instead of stalling the others.
+class DraftBatch {
+ public:
+  DraftBatch(const Model& draft, const EngineOptions& eo);
+  struct Want {
+    std::optional<Engine::Id>* seq;    // the caller's draft sequence; opened here when empty
+    std::span<const int32_t> history;  // the target's tokens, then the token it evaluates next
+    int64_t k = 0;                     // guesses wanted
+    Sampler* sampler = nullptr;        // the caller's draft sampler (see draft_guess)
+  };
+  // Up to k guesses for each want (none while its sequence catches up, or
+  // when the draft's pool cannot hold it now).
+  std::vector<std::vector<Guess>> propose(std::span<const Want> wants);
+  void release(Engine::Id id) { engine_.release(id); }
+  // Positions the draft wrote and then gave back (rejected guesses, mostly).
+  int64_t rolled_back() const { return rolled_back_; }
+  const Engine& engine() const { return engine_; }
+
+ private:
+  // Rolls the sequence back to what it shares with history and pushes the
+  // rest; true when it holds history already (its logits follow it). A
+  // sequence with nothing in common is released (seq emptied).
+  bool follow(std::optional<Engine::Id>& seq, std::span<const int32_t> history);
+  Engine engine_;
   int64_t rolled_back_ = 0;
 };
 
@@ -121,6 +163,11 @@ class DraftLength {
   int64_t plain_ = 0, plain_timed_ = 0;  // plain steps asked for at the start; plain steps timed
   int64_t since_plain_ = 0;               // steps with guesses since the last plain one
 };
+
+// The draft length of a sequence whose guesses come from `draft` (null:
+// prompt lookup) for `target`: until timed, a draft model's guess costs what
+// its weights weigh against the target's, and is kept three times in four.
+DraftLength draft_length(int64_t k_max, const Model& target, const Model* draft);
 
 // Speculation in a batched step (the server's): which guesses of the
 // sequences' proposals go into the next step. A step of n tokens costs

@@ -134,8 +134,8 @@ void common_fields(const json& b, GenerationRequest& r) {
   }
   if (field(b, "n")) r.n = static_cast<int>(integer(b, "n", 1, 16));
   if (const json* v = field(b, "speculate")) {
-    if (!v->is_string() || (*v != "lookup" && *v != "off"))
-      bad_request("speculate", "'speculate' must be \"lookup\" or \"off\", not {}",
+    if (!v->is_string() || (*v != "lookup" && *v != "draft" && *v != "off"))
+      bad_request("speculate", "'speculate' must be \"lookup\", \"draft\" or \"off\", not {}",
                   v->is_string() ? "'" + excerpt(v->get_ref<const std::string&>()) + "'" : std::string(json_type(*v)));
     r.speculate = v->get<std::string>();
   }

@@ -58,8 +58,8 @@ struct GenerationRequest {
   // model's vocabulary: a required call (server/tool_calls.h
   // call_constraint) or the response format's; none: any text.
   std::optional<grammar::Constraint> constraint;
-  // Extensions: speculative decoding ("lookup" or "off"; "": the server's
-  // default), and at most how many guesses a step verifies (0: the server's).
+  // Extensions: speculative decoding ("lookup", "draft" or "off"; "": the
+  // server's default), and at most how many guesses a step verifies (0: the server's).
   std::string speculate;
   int64_t draft_max = 0;
 };

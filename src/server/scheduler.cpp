@@ -8,6 +8,7 @@
 #include <optional>
 #include <random>
 
+#include "core/byte_size.h"
 #include "core/error.h"
 #include "kv/kv_disk.h"
 #include "runtime/embedder.h"
@@ -23,10 +24,42 @@ EngineOptions with_guess_rows(EngineOptions eo, const SchedulerLimits& l) {
   eo.logit_rows = std::max(eo.logit_rows, eo.max_sequences + guess_rows(l));
   return eo;
 }
+
+// The draft model's engine: the target's pool size, block size, step budget,
+// sequences, threads and cache type; no disk tier (it is the target's); rows
+// for catching up two tokens per sequence in a step; what the target's cache
+// left of the KV budget.
+EngineOptions draft_engine_options(EngineOptions eo, const Engine& target) {
+  eo.disk = {};
+  eo.logit_rows = 2 * eo.max_sequences;
+  if (eo.kv_budget > 0) {
+    const uint64_t taken = target.cache().storage().bytes();
+    if (taken >= eo.kv_budget)
+      fail("the KV cache takes {} of the KV budget of {}, leaving nothing for the draft model's",
+           format_bytes_short(taken), format_bytes_short(eo.kv_budget));
+    eo.kv_budget -= taken;
+  }
+  return eo;
+}
 }  // namespace
 
+const char* speculation_name(Speculation s) {
+  switch (s) {
+    case Speculation::Lookup: return "lookup";
+    case Speculation::Draft: return "draft";
+    case Speculation::Off: break;
+  }
+  return "off";
+}
+
+Speculation Scheduler::speculation(const GenerationRequest& r) const {
+  if (r.speculate.empty()) return limits_.speculate;
+  return r.speculate == "lookup" ? Speculation::Lookup : r.speculate == "draft" ? Speculation::Draft : Speculation::Off;
+}
+
 // One choice of a running request: its sequence and its generation step;
-// with speculation, its lookup's acceptance and the token it pushes next.
+// with speculation, its drafts' acceptance, the token it pushes next and the
+// guesses pushed with it; with a draft model, its sequence and sampler there.
 struct Scheduler::Choice {
   Engine::Id id;
   Generation gen;
@@ -34,9 +67,18 @@ struct Scheduler::Choice {
   Job::Clock::time_point last_token{};
   std::optional<DraftLength> draft;  // speculating: at most draft_max guesses a step
   bool waiting = false;              // gen.next() is to be pushed
-  Choice(Engine::Id i, const GenerationParams& p, const Tokenizer& tok, int64_t draft_max)
+  std::vector<Guess> guesses;        // pushed after gen.next(), in order (the engine may drop some from the end)
+  std::optional<Engine::Id> draft_seq;  // with the draft model: its sequence there (none until it first guesses)
+  std::optional<Sampler> draft_sampler;
+  Choice(Engine::Id i, const GenerationParams& p, const Tokenizer& tok, int64_t draft_max, const Model& target,
+         const Model* draft_model)
       : id(i), gen(p, &tok) {
-    if (draft_max > 0) draft.emplace(draft_max);
+    if (draft_max > 0) draft.emplace(draft_length(draft_max, target, draft_model));
+    if (draft_max > 0 && draft_model != nullptr) {
+      SamplerParams sp = p.sampling;
+      sp.seed ^= 0x9e3779b97f4a7c15ULL;  // its own stream: the target's draws stay as they are
+      draft_sampler.emplace(sp);
+    }
   }
 };
 
@@ -46,23 +88,37 @@ struct Scheduler::Running {
   bool forked = false;
   GenerationParams params;      // of choice 0; choice i samples with seed + i
   int64_t draft_max = 0;        // guesses per step (0: no speculation)
+  const Model* draft = nullptr;  // the draft model it guesses with (null: prompt lookup)
 };
 
 Scheduler::Scheduler(const Model& model, const Tokenizer& tok, const EngineOptions& eo, const SchedulerLimits& limits,
-                     Metrics& metrics)
+                     Metrics& metrics, const Model* draft)
     : model_(model),
       tok_(tok),
       limits_(limits),
       metrics_(metrics),
       engine_(model, with_guess_rows(eo, limits)),
-      n_ctx_(std::min(engine_.n_ctx(), model.config().n_ctx_train)) {
+      n_ctx_(std::min(engine_.n_ctx(), model.config().n_ctx_train)),
+      draft_model_(draft) {
   // Every request passes through the queue, if only until the engine thread's next turn: 0 would refuse them all.
   if (limits.max_queue < 1) fail("--queue must be at least 1, got {}", limits.max_queue);
   if (limits.max_sequences < 1) fail("--parallel must be at least 1, got {}", limits.max_sequences);
   if (limits.max_tokens < 1) fail("--max-tokens must be at least 1, got {}", limits.max_tokens);
   if (limits.draft_max < 1) fail("--draft-max must be at least 1, got {}", limits.draft_max);
-  if (limits.speculate && limits.sinks >= 0)
+  if (limits.speculate != Speculation::Off && limits.sinks >= 0)
     fail("--speculate rolls back a reply's cache: not with a sliding window (--sinks)");
+  if (limits.speculate == Speculation::Draft && draft == nullptr)
+    fail("--speculate draft needs the draft model: give --draft NAME|PATH");
+  if (draft != nullptr && limits.sinks >= 0)
+    fail("a draft model speculates, which rolls back a reply's cache: not with a sliding window (--sinks)");
+  if (draft != nullptr) {
+    const EngineOptions d = draft_engine_options(eo, engine_);
+    try {
+      draft_ = std::make_unique<DraftBatch>(*draft, d);
+    } catch (const Error& e) {
+      fail("the draft model's KV cache of {} positions: {} (raise --kv-budget or lower -c)", d.n_ctx, e.what());
+    }
+  }
   if (limits.sinks >= 0 && limits.sinks + engine_.cache().block_size() + 1 > n_ctx_)
     fail("--sinks {} leaves no room to slide in a context of {}: it needs at least sinks + {} + 1 positions",
          limits.sinks, n_ctx_, engine_.cache().block_size());
@@ -90,11 +146,13 @@ std::shared_ptr<Job> Scheduler::submit(GenerationRequest r) {
   if (r.n > limits_.max_sequences)
     bad_request("n", "'n' is {}, more than the {} sequences this server runs at once (--parallel)", r.n,
                 limits_.max_sequences);
-  if (r.speculate == "lookup" && limits_.sinks >= 0)
+  if ((r.speculate == "lookup" || r.speculate == "draft") && limits_.sinks >= 0)
     bad_request("speculate", "'speculate' rolls back a reply's cache: this server slides its window (--sinks)");
-  if (r.draft_max > 0 && !speculates(r))
+  if (r.speculate == "draft" && !draft_)
+    bad_request("speculate", "'speculate': 'draft' needs a draft model, and this server has none (serve --draft)");
+  if (r.draft_max > 0 && speculation(r) == Speculation::Off)
     bad_request("draft_max", "'draft_max' sets the guesses of speculative decoding, which is off for this request: "
-                             "give 'speculate': 'lookup' too");
+                             "give 'speculate': 'lookup' or 'draft' too");
   if (r.draft_max > limits_.draft_max)
     bad_request("draft_max", "'draft_max' is {}, more than the {} guesses this server verifies per step (--draft-max)",
                 r.draft_max, limits_.draft_max);
@@ -243,8 +301,10 @@ bool Scheduler::try_admit(const std::shared_ptr<Job>& job) {
   r->params.is_stop = [this](int32_t id) { return tok_.is_end_of_generation(id); };
   r->params.top_logprobs = req.logprobs ? req.top_logprobs : -1;
   r->params.constraint = req.constraint;
-  r->draft_max = speculates(req) ? (req.draft_max > 0 ? req.draft_max : limits_.draft_max) : 0;
-  r->choices.emplace_back(*a.id, r->params, tok_, r->draft_max);
+  const Speculation spec = speculation(req);
+  r->draft_max = spec != Speculation::Off ? (req.draft_max > 0 ? req.draft_max : limits_.draft_max) : 0;
+  r->draft = spec == Speculation::Draft ? draft_model_ : nullptr;
+  r->choices.emplace_back(*a.id, r->params, tok_, r->draft_max, model_, r->draft);
   running_sequences_ += req.n;
   running_.push_back(std::move(r));
   return true;
@@ -270,6 +330,7 @@ void Scheduler::finish_choice(Running& r, Choice& c, Finish why) {
   end.finish_reason = finish_reason(c.gen.finish());
   r.job->push(end);
   engine_.release(c.id);
+  if (c.draft_seq) draft_->release(*c.draft_seq);
   c.done = true;
   --running_sequences_;
 }
@@ -281,7 +342,7 @@ void Scheduler::advance(Running& r) {
     for (int i = 1; i < req.n; ++i) {
       GenerationParams p = r.params;
       p.sampling.seed += static_cast<uint64_t>(i);
-      r.choices.emplace_back(engine_.fork(r.choices[0].id), p, tok_, r.draft_max);
+      r.choices.emplace_back(engine_.fork(r.choices[0].id), p, tok_, r.draft_max, model_, r.draft);
     }
     r.forked = true;
   }
@@ -304,8 +365,7 @@ void Scheduler::advance(Running& r) {
       const int64_t room = sliding ? std::numeric_limits<int64_t>::max() : engine_.room(c.id) + (n_rows - 1 - j);
       std::optional<Emission> em;
       try {
-        em = guessed ? c.gen.step(row, history, room, Guess{tokens[static_cast<size_t>(base + j + 1)], {}})
-                     : c.gen.step(row, history, room);
+        em = guessed ? c.gen.step(row, history, room, c.guesses[static_cast<size_t>(j)]) : c.gen.step(row, history, room);
       } catch (const Error& e) {
         // No token could be picked (the model's logits are not finite): this
         // choice ends with finish_reason "error"; the server goes on.
@@ -338,39 +398,66 @@ void Scheduler::advance(Running& r) {
 
 void Scheduler::push_next() {
   // Each speculating choice's proposal: the lookup's guesses (as many as
-  // fit its draft length and its room), kept each with its acceptance rate.
+  // fit its draft length and its room), or as many as its draft length asks
+  // of the draft model; each guess kept with the choice's acceptance rate.
   struct Wanted {
     Choice* c;
-    std::vector<int32_t> guesses;
+    std::vector<int32_t> history;  // its tokens and the next one
+    std::vector<int32_t> guesses;  // prompt lookup's (empty with a draft model)
   };
   std::vector<Wanted> wanted;
   std::vector<StepGuesses::Proposal> proposals;
   int64_t other = 0;
   const PromptLookup lookup;
-  std::vector<int32_t> history;
   for (auto& r : running_)
     for (Choice& c : r->choices) {
       if (c.done || !c.waiting) continue;
+      c.guesses.clear();
       const int64_t room = engine_.room(c.id) - 1;
       if (!c.draft || room < 1) {
         ++other;
         continue;
       }
-      history = engine_.tokens(c.id);
-      history.push_back(c.gen.next());
-      Wanted w{&c, lookup.propose(history, std::min(c.draft->k_max(), room))};
-      if (w.guesses.empty()) {
+      Wanted w{&c, engine_.tokens(c.id), {}};
+      w.history.push_back(c.gen.next());
+      int64_t k = 0;
+      if (c.draft_sampler) {
+        k = std::min(c.draft->next(), room);
+      } else {
+        w.guesses = lookup.propose(w.history, std::min(c.draft->k_max(), room));
+        k = static_cast<int64_t>(w.guesses.size());
+      }
+      if (k == 0) {
         ++other;
         continue;
       }
-      proposals.push_back({static_cast<int64_t>(w.guesses.size()), c.draft->acceptance()});
+      proposals.push_back({k, c.draft->acceptance()});
       wanted.push_back(std::move(w));
     }
   const std::vector<int64_t> take = step_guesses_.take(proposals, other);
+  // The draft model's guesses, for every choice whose step takes some, in one batch.
+  std::vector<DraftBatch::Want> wants;
+  std::vector<size_t> asked;
   for (size_t i = 0; i < wanted.size(); ++i) {
-    wanted[i].guesses.resize(static_cast<size_t>(take[i]));
-    wanted[i].c->waiting = false;
-    engine_.push(wanted[i].c->id, wanted[i].c->gen.next(), wanted[i].guesses);
+    Choice& c = *wanted[i].c;
+    if (c.draft_sampler && take[i] > 0) {
+      wants.push_back({&c.draft_seq, wanted[i].history, take[i], &*c.draft_sampler});
+      asked.push_back(i);
+    } else {
+      wanted[i].guesses.resize(static_cast<size_t>(take[i]));
+      for (int32_t t : wanted[i].guesses) c.guesses.push_back(Guess{t, {}});
+    }
+  }
+  if (!wants.empty()) {
+    std::vector<std::vector<Guess>> drafted = draft_->propose(wants);
+    for (size_t j = 0; j < asked.size(); ++j) {
+      wanted[asked[j]].c->guesses = std::move(drafted[j]);
+      for (const Guess& g : wanted[asked[j]].c->guesses) wanted[asked[j]].guesses.push_back(g.token);
+    }
+  }
+  for (Wanted& w : wanted) {
+    w.c->waiting = false;
+    engine_.push(w.c->id, w.c->gen.next(), w.guesses);
   }
   for (auto& r : running_)
     for (Choice& c : r->choices)

@@ -11,12 +11,15 @@
 // hold its prompt and its n sequences fit the running limit. Cancelling a
 // job (a client gone) frees its blocks at the next loop turn.
 //
-// Speculation (prompt lookup, per request or by the server's default): a
-// choice pushes its next token with the guesses the lookup proposes, the step
-// verifies them with a row of logits each, the choice keeps the ones its
-// generation step takes and truncates the rest. Which guesses go into a step
-// is StepGuesses' choice (runtime/speculation.h): a step already full of
-// sequences takes only guesses almost sure to be kept.
+// Speculation (prompt lookup, or a draft model, per request or by the
+// server's default): a choice pushes its next token with the guesses the
+// lookup or the draft proposes, the step verifies them with a row of logits
+// each, the choice keeps the ones its generation step takes and truncates the
+// rest. Which guesses go into a step is StepGuesses' choice
+// (runtime/speculation.h): a step already full of sequences takes only
+// guesses almost sure to be kept. A draft model is asked only for the guesses
+// the step will take (its own steps cost time), for all drafting choices in
+// one batch (DraftBatch: a sequence per choice in the draft's own engine).
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -35,6 +38,10 @@
 
 namespace tally::server {
 
+enum class Speculation { Off, Lookup, Draft };
+// "off", "lookup", "draft": the names of the CLI and of a request's 'speculate'.
+const char* speculation_name(Speculation s);
+
 struct SchedulerLimits {
   int64_t max_queue = 64;        // requests waiting for admission (>= 1: every request waits there first)
   int64_t max_sequences = 8;     // sequences running at once (--parallel)
@@ -42,9 +49,9 @@ struct SchedulerLimits {
   // >= 0: a sequence that fills its context slides (StreamingLLM, Engine::slide),
   // keeping this many first tokens, instead of ending; only max_tokens ends it.
   int64_t sinks = -1;
-  // Speculation: whether a request that does not say speculates (prompt
-  // lookup), and the most guesses one step verifies for a sequence.
-  bool speculate = false;
+  // Speculation: how a request that does not say speculates, and the most
+  // guesses one step verifies for a sequence.
+  Speculation speculate = Speculation::Off;
   int64_t draft_max = 8;
 };
 
@@ -68,8 +75,11 @@ class EmbeddingJob {
 
 class Scheduler {
  public:
+  // draft: the draft model requests may speculate with (its vocabulary the
+  // target's, checked by the caller); null: none. Its engine has the
+  // target's options, within what is left of the KV budget. Not owned.
   Scheduler(const Model& model, const Tokenizer& tok, const EngineOptions& eo, const SchedulerLimits& limits,
-            Metrics& metrics);
+            Metrics& metrics, const Model* draft = nullptr);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -99,10 +109,8 @@ class Scheduler {
   bool try_admit(const std::shared_ptr<Job>& job);
   void advance(Running& r);  // samples every ready choice of r
   void push_next();          // pushes every choice's next token, with the guesses this step takes
-  // Whether the request speculates: its 'speculate', else the server's default.
-  bool speculates(const GenerationRequest& r) const {
-    return r.speculate.empty() ? limits_.speculate : r.speculate == "lookup";
-  }
+  // How the request speculates: its 'speculate', else the server's default.
+  Speculation speculation(const GenerationRequest& r) const;
   bool embed_one();          // the next input of the oldest embedding job; false when none waits
   void emit(Running& r, Choice& c, const Emission& em);
   void finish_choice(Running& r, Choice& c, Finish why);
@@ -117,6 +125,8 @@ class Scheduler {
   std::vector<std::unique_ptr<Running>> running_;  // engine thread only
   int64_t running_sequences_ = 0;                  // engine thread only
   StepGuesses step_guesses_;                       // engine thread only
+  const Model* draft_model_;
+  std::unique_ptr<DraftBatch> draft_;              // engine thread only; null without a draft model
   bool told_disk_errors_ = false;                  // engine thread only: the first failed disk write was logged
 
   mutable std::mutex m_;

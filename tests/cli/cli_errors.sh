@@ -39,6 +39,8 @@ expect_usage "bench -r 2^31" "tally bench" "--repetitions: 2147483648 is out of 
 expect_usage "serve --drain-seconds 2^31" "tally serve" "--drain-seconds: 2147483648 is out of range \\(0 to 86400\\)" "$tally" serve --drain-seconds 2147483648
 expect_usage "serve --speculate with --sinks" "tally serve" "--speculate lookup rolls back a reply's cache: not with a sliding window \\(--sinks\\)" "$tally" serve -m "$model" --speculate lookup --sinks 4
 expect_usage "serve --draft-max 0" "tally serve" "--draft-max: 0 is out of range \\(1 to 64\\)" "$tally" serve --draft-max 0
+expect_usage "serve --speculate draft without --draft" "tally serve" "--speculate draft needs the draft model: give --draft NAME\\|PATH" "$tally" serve -m "$model" --speculate draft
+expect_usage "serve --draft with --sinks" "tally serve" "--speculate draft rolls back a reply's cache: not with a sliding window \\(--sinks\\)" "$tally" serve -m "$model" --draft "$model" --sinks 4
 expect_usage "-p and -f together" "tally run" "-p and -f both give the prompt" "$tally" run -p hi -f /etc/hostname
 expect_usage "--length-penalty without --beam" "tally run" "--length-penalty scores beams: it needs --beam W" "$tally" run -p hi --length-penalty 2
 expect_usage "--no-prefix-cache with one sequence" "tally run" "--no-prefix-cache is for several sequences" "$tally" run -p hi --no-prefix-cache
@@ -285,6 +287,8 @@ assert j["points"][1]["drafted"] > 0 and j["points"][1]["accepted"] > 0, j
   if [ -f "$qwen05" ] && [ -f "$qwen15" ]; then
     expect_error "a draft of another vocabulary" "--draft .*: the draft model has 151936 rows of logits, the target 49152: a draft must share the target's vocabulary" "$tally" run -m "$model" -p hi --draft "$qwen05"
     expect_error "a draft cache over --kv-budget" "--draft .*: the target's KV cache takes .* of --kv-budget .*, leaving nothing for the draft model's|--draft .*: its KV cache for the context of 4096 tokens" "$tally" run -m "$qwen15" -p hi --draft "$qwen05" --kv-budget 120MiB
+    expect_error "serve: a draft of another vocabulary" "--draft .*: the draft model has 151936 rows of logits, the target 49152: a draft must share the target's vocabulary" "$tally" serve -m "$model" --port 0 --draft "$qwen05"
+    expect_error "serve: a draft cache over --kv-budget" "the draft model's KV cache of 2048 positions: .*raise --kv-budget or lower -c" "$tally" serve -m "$qwen15" --port 0 -c 2048 --draft "$qwen05" --kv-budget 70MiB
     expect_same_chat "--draft" "$qwen15" --draft "$qwen05"
     # A draft model (qwen2.5-coder 0.5B for the 1.5B): greedy gives exactly the tokens it gives without,
     # with a fixed short draft and the adaptive one; guesses made, kept and rejected over the runs.

@@ -9,6 +9,8 @@
 // draft model (the target less its last layer) gives greedy's tokens too,
 // its cache rolled back over its rejected guesses, and keeps the target's
 // distribution when sampling (chi-square over the first speculated token).
+// DraftBatch, many sequences' draft in one engine, guesses what a DraftModel
+// guesses for each alone.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -335,6 +337,65 @@ TEST(DraftModel, ItsCacheHoldsNothingOfARejectedGuess) {
     EXPECT_EQ(after, std::vector<float>(want.begin(), want.end()));
   }
   EXPECT_GT(rolled, 0) << "no run rolled the draft back";
+}
+
+// DraftBatch guesses for several sequences at once what a DraftModel guesses
+// for each alone (greedy), follows each history as it grows and diverges
+// from the guesses (rolling its cache back), and prefills a new sequence in
+// the engine's chunks over several calls, with no guesses meanwhile.
+TEST(DraftBatch, GuessesForManySequencesWhatADraftModelGuessesForEachAlone) {
+  const auto draft_model = test::make_tiny_model(draft_spec());
+  EngineOptions eo;
+  eo.n_ctx = 512;
+  eo.block_size = 8;
+  eo.n_threads = 2;
+  eo.step_tokens = 16;  // the prompts take two or three calls to prefill
+  eo.max_sequences = 8;
+  eo.logit_rows = 16;
+  DraftBatch batch(*draft_model->model, eo);
+  const std::vector<std::vector<int32_t>> ps = prompts();
+  std::vector<std::vector<int32_t>> histories = ps;
+  std::vector<std::optional<Engine::Id>> seqs(ps.size());
+  SamplerParams greedy;
+  greedy.temperature = 0;
+  std::vector<Sampler> samplers(ps.size(), Sampler(greedy));
+  std::vector<int> calls_without(ps.size(), 0), calls_with(ps.size(), 0);
+  const int32_t V = static_cast<int32_t>(draft_model->model->config().n_vocab);
+  for (int turn = 0; turn < 10; ++turn) {
+    std::vector<DraftBatch::Want> wants;
+    for (size_t i = 0; i < ps.size(); ++i)
+      wants.push_back({&seqs[i], histories[i], 1 + static_cast<int64_t>((turn + i) % 5), &samplers[i]});
+    const std::vector<std::vector<Guess>> got = batch.propose(wants);
+    ASSERT_EQ(got.size(), ps.size());
+    for (size_t i = 0; i < ps.size(); ++i) {
+      const int64_t k = wants[i].k;
+      if (got[i].empty()) {
+        ++calls_without[i];
+        histories[i].push_back((histories[i].back() + 1) % V);
+        continue;
+      }
+      ++calls_with[i];
+      ASSERT_EQ(static_cast<int64_t>(got[i].size()), k) << "sequence " << i << ", turn " << turn;
+      Session alone(*draft_model->model, test::small_block_session(DType::F16, 512));
+      DraftModel one(alone, greedy);
+      const std::vector<Guess> want = one.propose(histories[i], k);
+      for (int64_t j = 0; j < k; ++j) {
+        EXPECT_EQ(got[i][static_cast<size_t>(j)].token, want[static_cast<size_t>(j)].token)
+            << "sequence " << i << ", turn " << turn << ", guess " << j;
+        EXPECT_TRUE(got[i][static_cast<size_t>(j)].q.empty()) << "a greedy draft's q is a point mass";
+      }
+      // The target keeps the first half of the guesses, then writes a token of its own.
+      for (int64_t j = 0; j < k / 2; ++j) histories[i].push_back(got[i][static_cast<size_t>(j)].token);
+      histories[i].push_back((got[i][static_cast<size_t>(k / 2)].token + 1) % V);
+    }
+  }
+  for (size_t i = 0; i < ps.size(); ++i) {
+    EXPECT_GE(calls_without[i], 1) << "sequence " << i << " was never prefilling: the prompts are too short to test it";
+    EXPECT_GE(calls_with[i], 5) << "sequence " << i;
+  }
+  EXPECT_GT(batch.rolled_back(), 0) << "no sequence rolled back over a rejected guess";
+  for (const auto& id : seqs) batch.release(*id);
+  EXPECT_EQ(batch.engine().running(), 0);
 }
 
 // Sampling with a draft model: the second speculated token (the third

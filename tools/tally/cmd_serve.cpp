@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "commands.h"
@@ -21,6 +22,7 @@
 #include "server/api_server.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
+#include "speculation_options.h"
 #include "usage.h"
 
 namespace tally::cli {
@@ -74,7 +76,8 @@ void add_serve(CLI::App& app) {
     std::string max_body = "4MiB";
     std::string alias;
     int drain_seconds = 30;
-    std::string speculate = "off";
+    std::string speculate;  // empty: "draft" with --draft, else "off"
+    std::string draft;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching (GET / for a web page)");
@@ -125,11 +128,15 @@ void add_serve(CLI::App& app) {
                   "--max-tokens/max_tokens ends a reply (default: off, a full context ends it)")
       ->transform(integer_in(0, kMaxContextTokens));
   cmd->add_option("--speculate", o->speculate,
-                  "Speculative decoding by prompt lookup for requests that do not say ('speculate' in a request "
-                  "overrides it): 'lookup' or 'off'. A step takes guesses only while they raise its expected tokens "
-                  "per second, so a step full of sequences takes few")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"lookup", "off"}));
+                  "Speculative decoding for requests that do not say ('speculate' in a request overrides it): "
+                  "'lookup' (prompt lookup), 'draft' (the model of --draft guesses) or 'off' (the default, or 'draft' "
+                  "with --draft). A step takes guesses only while they raise its expected tokens per second, so a "
+                  "step full of sequences takes few")
+      ->check(CLI::IsMember({"lookup", "draft", "off"}));
+  cmd->add_option("--draft", o->draft,
+                  "A draft model requests may speculate with ('speculate': 'draft'): a name or a path, with the "
+                  "model's vocabulary (e.g. qwen2.5-coder:0.5b for qwen2.5-coder:1.5b); its cache has the pool's size "
+                  "and cache type, within what the model's cache leaves of --kv-budget");
   cmd->add_option("--draft-max", o->limits.draft_max,
                   "The most guesses a step verifies for one sequence (a request's 'draft_max' may ask for fewer)")
       ->capture_default_str()
@@ -143,9 +150,15 @@ void add_serve(CLI::App& app) {
       usage_fail("-c {} leaves no room for a chat prompt and a reply: serve needs at least {} positions", o->m.ctx,
            kMinServeContext);
     o->s.http.limits.max_body_bytes = parse_byte_count(o->max_body, "--max-body");
-    o->limits.speculate = o->speculate == "lookup";
-    if (o->limits.speculate && o->limits.sinks >= 0)
-      usage_fail("--speculate lookup rolls back a reply's cache: not with a sliding window (--sinks)");
+    const std::string spec = !o->speculate.empty() ? o->speculate : o->draft.empty() ? "off" : "draft";
+    o->limits.speculate = spec == "lookup" ? server::Speculation::Lookup
+                          : spec == "draft" ? server::Speculation::Draft
+                                            : server::Speculation::Off;
+    if (spec != "off" && o->limits.sinks >= 0)
+      usage_fail("--speculate {} rolls back a reply's cache: not with a sliding window (--sinks)", spec);
+    if (spec == "draft" && o->draft.empty()) usage_fail("--speculate draft needs the draft model: give --draft NAME|PATH");
+    if (!o->draft.empty() && o->limits.sinks >= 0)
+      usage_fail("--draft speculates, which rolls back a reply's cache: not with a sliding window (--sinks)");
     if (!o->api_key_file.empty()) o->s.api_key = read_api_key_file(o->api_key_file);
     // Signals are taken by one thread (below); every other thread starts with them blocked.
     sigset_t sigs;
@@ -158,8 +171,10 @@ void add_serve(CLI::App& app) {
     EngineOptions eo = engine_options(o->m, *lm.model);
     if (o->m.ctx == 0) eo.n_ctx = std::max<int64_t>(8192, o->limits.max_sequences * 2048);
     eo.max_sequences = o->limits.max_sequences;
+    std::optional<LoadedModel> draft;
+    if (!o->draft.empty()) draft.emplace(load_draft(o->m, o->draft, lm));
     server::Metrics metrics;
-    server::Scheduler scheduler(*lm.model, *lm.tokenizer, eo, o->limits, metrics);
+    server::Scheduler scheduler(*lm.model, *lm.tokenizer, eo, o->limits, metrics, draft ? draft->model.get() : nullptr);
     o->s.model_name = o->alias.empty() ? lm.name : o->alias;
     server::ApiServer api(*lm.model, *lm.tokenizer, scheduler, metrics, o->s);
     std::string error;
@@ -167,6 +182,9 @@ void add_serve(CLI::App& app) {
     fmt::print(stderr, "tally serve: {} on http://{}:{}/ ({} sequences at once, context {}, KV pool of {} positions{})\n",
                o->s.model_name, url_host(o->s.http.host), api.port(), o->limits.max_sequences, scheduler.n_ctx(), eo.n_ctx,
                o->s.api_key.empty() ? "" : ", API key required");
+    if (draft)
+      fmt::print(stderr, "tally serve: draft model {} ({}), speculation by default: {}\n", draft->name,
+                 format_bytes_short(draft->model->weight_bytes()), server::speculation_name(o->limits.speculate));
     if (!eo.disk.dir.empty()) {
       const KvDiskUsage u = KvDisk::usage(eo.disk.dir);
       fmt::print(stderr, "tally serve: prefix cache folder {}: {} block files, {} (budget {})\n", printable(eo.disk.dir),
