@@ -9,10 +9,14 @@ For each task and thread count, every round runs in turn:
 
   tally run -m F -p PROMPT -n N --temp 0 -t T --json                      (off)
   tally run ... --speculate lookup --draft-max K                          (lookup)
-  llama-lookup -m F -f PROMPT_FILE -n N --temp 0 -t T --spec-draft-n-max K -c C  (llama.cpp)
+  llama-lookup -m F -f PROMPT_FILE -n N --temp 0 -t T --spec-draft-n-max K -c C -fa FA  (llama.cpp)
   and with --draft D:
   tally run ... --draft D --draft-max K                                   (draft)
-  llama-speculative -m F -md D -f PROMPT_FILE -n N --temp 0 -t T --spec-draft-n-max K -c C
+  llama-speculative -m F -md D -f PROMPT_FILE -n N --temp 0 -t T --spec-draft-n-max K -c C -fa FA
+
+llama.cpp's tools run once per round for each flash-attention setting of
+--llama-fa (default: on and off); the table gives the better of their medians,
+and which setting that was.
 
 PROMPT is the user's message in the model's chat template, rendered by
 Python's jinja2 from the template in the GGUF file (gguf-py), and given to
@@ -67,10 +71,10 @@ def run_tally(a, model, prompt, threads, k, draft=None):
             "accepted": s.get("accepted", 0)}
 
 
-def run_llama_lookup(a, model, prompt_file, threads, k, draft=None):
+def run_llama_lookup(a, model, prompt_file, threads, k, fa, draft=None):
     exe = Path(a.llama_bin) / ("llama-speculative" if draft else "llama-lookup")
     cmd = [str(exe), "-m", str(model), "-f", str(prompt_file), "-n", str(a.n), "--temp", "0", "-t", str(threads),
-           "--spec-draft-n-max", str(k), "-c", str(a.ctx)]
+           "--spec-draft-n-max", str(k), "-c", str(a.ctx), "-fa", fa]
     if draft:
         cmd += ["-md", str(draft)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
@@ -92,8 +96,8 @@ def print_table(rows, mode, kept, peer, peer_name, have_llama, with_checks):
         head += " same tokens |"
         sep += "---|"
     if have_llama:
-        head += f" {peer_name} tok/s | tally {mode} / {peer_name} |"
-        sep += "---|---|"
+        head += f" {peer_name} tok/s | -fa | tally {mode} / {peer_name} |"
+        sep += "---|---|---|"
     print(head)
     print(sep)
     for r in rows:
@@ -103,7 +107,7 @@ def print_table(rows, mode, kept, peer, peer_name, have_llama, with_checks):
             line += f" {'yes' if r['same'] else 'NO'} |"
         if have_llama:
             tokens = f" ({r['llama_tokens']})" if peer == "llama" else ""
-            line += f" {r[peer]:.1f}{tokens} | {r[mode] / r[peer]:.2f}x |"
+            line += f" {r[peer]:.1f}{tokens} | {r[peer + '_fa']} | {r[mode] / r[peer]:.2f}x |"
         print(line)
 
 
@@ -119,6 +123,8 @@ def main():
     ap.add_argument("--draft-max", type=int, default=8)
     ap.add_argument("--tasks", default=str(ROOT / "bench/speculative_tasks.json"))
     ap.add_argument("--draft", help="also a draft model (tally --draft, llama-speculative -md), e.g. qwen2.5-coder:0.5b")
+    ap.add_argument("--llama-fa", default="on,off",
+                    help="llama.cpp's flash-attention settings, each run every round; the better median is reported")
     ap.add_argument("--json", help="write every run's figures to this file")
     a = ap.parse_args()
     model = model_path(a.model, "compare_speculative")
@@ -136,17 +142,28 @@ def main():
                 pf = Path(tmp) / f"{t['name']}.txt"
                 pf.write_text(prompt)
                 for threads in [int(x) for x in a.threads.split(",")]:
-                    runs = {"off": [], "lookup": [], "llama": [], "draft": [], "llama_draft": []}
+                    fas = a.llama_fa.split(",")
+                    runs = {"off": [], "lookup": [], "draft": []}
+                    for fa in fas:
+                        runs["llama fa " + fa], runs["llama_draft fa " + fa] = [], []
                     for _ in range(a.reps):
                         runs["off"].append(run_tally(a, model, prompt, threads, 0))
                         runs["lookup"].append(run_tally(a, model, prompt, threads, a.draft_max))
-                        if have_llama:
-                            runs["llama"].append(run_llama_lookup(a, model, pf, threads, a.draft_max))
+                        for fa in fas if have_llama else []:
+                            runs["llama fa " + fa].append(run_llama_lookup(a, model, pf, threads, a.draft_max, fa))
                         if draft:
                             runs["draft"].append(run_tally(a, model, prompt, threads, a.draft_max, draft))
-                            if have_llama:
-                                runs["llama_draft"].append(run_llama_lookup(a, model, pf, threads, a.draft_max, draft))
+                            for fa in fas if have_llama else []:
+                                runs["llama_draft fa " + fa].append(
+                                    run_llama_lookup(a, model, pf, threads, a.draft_max, fa, draft))
                     med = {m: statistics.median(r["tps"] for r in v) for m, v in runs.items() if v}
+                    # llama.cpp at its better flash-attention setting.
+                    for tool in ("llama", "llama_draft"):
+                        tried = [(med[f"{tool} fa {fa}"], fa) for fa in fas if f"{tool} fa {fa}" in med]
+                        if tried:
+                            med[tool], best = max(tried)
+                            runs[tool] = runs[f"{tool} fa {best}"]
+                            med[tool + "_fa"] = best
                     same = all(r["tokens"] == runs["off"][0]["tokens"] for r in runs["lookup"] + runs["draft"])
                     lk = runs["lookup"][0]
                     row = {"kind": kind, "task": t["name"], "threads": threads, "tokens": len(runs["off"][0]["tokens"]),
@@ -154,6 +171,7 @@ def main():
                            "kept": lk["accepted"] / lk["drafted"] if lk["drafted"] else 0.0}
                     if "llama" in med:
                         row["llama"] = med["llama"]
+                        row["llama_fa"] = med["llama_fa"]
                         row["llama_tokens"] = runs["llama"][0]["tokens_n"]
                     if "draft" in med:
                         d = runs["draft"][0]
@@ -161,8 +179,10 @@ def main():
                         row["draft_kept"] = d["accepted"] / d["drafted"] if d["drafted"] else 0.0
                     if "llama_draft" in med:
                         row["llama_draft"] = med["llama_draft"]
+                        row["llama_draft_fa"] = med["llama_draft_fa"]
                     rows.append(row)
-                    raw.append({**row, "runs": {m: [r["tps"] for r in v] for m, v in runs.items()}})
+                    raw.append({**row, "runs": {m: [r["tps"] for r in v] for m, v in runs.items() if " fa " in m or
+                                                m in ("off", "lookup", "draft")}})
                     print(json.dumps(row), file=sys.stderr, flush=True)
     if a.json:
         Path(a.json).write_text(json.dumps(raw, indent=1))

@@ -14,7 +14,10 @@ help, as it does for real traffic), then a user message of one of three
 lengths (a short question, a paragraph, a long passage), greedy
 (temperature 0) with max_tokens drawn between max(1, M/4) and M. A fraction
 of the requests (--cancel-fraction) is cancelled mid-stream: the client reads
-one to three content chunks and closes the connection.
+one to three content chunks and closes the connection. With --tasks FILE
+(bench/speculative_tasks.json) the user messages are that file's prompts of
+one kind instead (code edits by default, which speculative decoding speeds
+up), without the system message.
 
 A 429 answer is retried after its Retry-After (at most --retries times) and
 counted as "rejected_429"; a 429 without Retry-After is an error. Errors are
@@ -67,13 +70,16 @@ SENTENCES = [
 ]
 
 
-def build_mix(n: int, max_tokens: int, seed: int, cancel_fraction: float) -> list[dict]:
-    """The request list: a pure function of its arguments."""
+def build_mix(n: int, max_tokens: int, seed: int, cancel_fraction: float, tasks: list[str] | None = None) -> list[dict]:
+    """The request list: a pure function of its arguments. With tasks, each
+    request is one of them as the user's message, without a system message."""
     rng = random.Random(seed)
     mix = []
     for i in range(n):
-        kind = rng.choice(["short", "short", "paragraph", "long"])
-        if kind == "short":
+        kind = "task" if tasks else rng.choice(["short", "short", "paragraph", "long"])
+        if tasks:
+            user = rng.choice(tasks)
+        elif kind == "short":
             user = rng.choice(SHORT)
         elif kind == "paragraph":
             user = f"Write a short paragraph about {rng.choice(PARAGRAPH_TOPICS)}."
@@ -83,7 +89,7 @@ def build_mix(n: int, max_tokens: int, seed: int, cancel_fraction: float) -> lis
         mix.append({
             "index": i,
             "kind": kind,
-            "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}],
+            "messages": ([] if tasks else [{"role": "system", "content": SYSTEM}]) + [{"role": "user", "content": user}],
             "max_tokens": rng.randint(max(1, max_tokens // 4), max_tokens),
             "cancel_after": rng.randint(1, 3) if rng.random() < cancel_fraction else 0,
         })
@@ -314,6 +320,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=300, help="socket timeout of one request, seconds")
     ap.add_argument("--model", default="", help="the request's model field (some servers need it)")
     ap.add_argument("--api-key", default="", help="sent as Authorization: Bearer KEY")
+    ap.add_argument("--tasks", help="a JSON file of {kind: [{'prompt': ...}]} (bench/speculative_tasks.json): "
+                    "requests are its prompts of --task-kind instead of the chat mix")
+    ap.add_argument("--task-kind", default="code-edit", help="which kind of --tasks' prompts (default: code-edit)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     a = ap.parse_args(argv)
     try:
@@ -331,7 +340,15 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         ap.error(str(e))
 
-    mix = build_mix(a.requests, a.max_tokens, a.seed, a.cancel_fraction)
+    tasks = None
+    if a.tasks:
+        try:
+            tasks = [t["prompt"] for t in json.loads(open(a.tasks, encoding="utf-8").read())[a.task_kind]]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            ap.error(f"--tasks {a.tasks}: no list of prompts of kind '{a.task_kind}' ({e})")
+        if not tasks:
+            ap.error(f"--tasks {a.tasks}: no prompts of kind '{a.task_kind}'")
+    mix = build_mix(a.requests, a.max_tokens, a.seed, a.cancel_fraction, tasks)
     results = []
     for c in levels:
         r = run_level(t, mix, c, a.retries)
