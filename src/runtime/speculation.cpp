@@ -276,15 +276,26 @@ int64_t DraftLength::next() {
     return 0;
   }
   since_plain_ = 0;
-  if (++idle_ < probe_every_) return 0;
+  // While every timed step with guesses had one length, the line is drawn
+  // through t0 and charges the step's own cost (a draft model catching up,
+  // a verification of two tokens) to its guesses: another length is tried at once.
+  const bool one_length = k_max_ > 1 && !relength_ && !steps_.empty() && !steps_.spread(kMinSpread);
+  if (!one_length && ++idle_ < probe_every_) return 0;
   idle_ = 0;
-  return 1;  // a probe: one guess, to see whether they are kept again
+  relength_ = one_length;
+  // A probe, to see whether guesses are kept again: half the longest draft,
+  // or one guess where the timed steps had that many already.
+  const int64_t half = std::max<int64_t>(1, k_max_ / 2);
+  return !steps_.empty() && std::llround(steps_.mean_x()) == half ? (half > 1 ? 1 : std::min<int64_t>(2, k_max_)) : half;
 }
 
 void DraftLength::record(int64_t proposed, int64_t accepted, double seconds) {
   if (seconds > 0 && proposed == 0 && ++plain_timed_ > 1)
     t0_ = t0_ > 0 ? (1 - kTimeWeight) * t0_ + kTimeWeight * seconds : seconds;
-  if (seconds > 0 && proposed > 0) steps_.add(static_cast<double>(proposed), seconds);
+  if (seconds > 0 && proposed > 0) {
+    steps_.add(static_cast<double>(proposed), seconds);
+    relength_ = false;
+  }
   if (proposed < 1) return;
   // Guesses are verified in order until one is rejected: accepted kept, and
   // one more tried when not all were kept.

@@ -15,7 +15,9 @@
 // a cost of its own, as a draft model catching up does), measured against t0
 // (the first steps have no guesses, to time it, and so has one step in 32
 // later, to time it again). k = 0 when no k beats one
-// token per t0, with a probe now and then to learn whether guesses got better.
+// token per t0, with a probe now and then to learn whether guesses got better
+// (of half the longest draft: with the steps of other lengths it gives the
+// line a slope, so that a step's own cost is not charged to its guesses).
 // DraftModel guesses with a smaller model of the same vocabulary, in a
 // session of its own; DraftBatch does the same for many sequences at once
 // (the server's), each round of guesses one batched step of its engine.
@@ -162,6 +164,7 @@ class DraftLength {
   int64_t idle_ = 0;               // steps without speculation since the last probe
   int64_t plain_ = 0, plain_timed_ = 0;  // plain steps asked for at the start; plain steps timed
   int64_t since_plain_ = 0;               // steps with guesses since the last plain one
+  bool relength_ = false;  // a probe of another length is out, not yet timed
 };
 
 // The draft length of a sequence whose guesses come from `draft` (null:

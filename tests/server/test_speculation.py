@@ -20,6 +20,21 @@ PROMPTS = [
 ]
 
 
+def at_once(n: int, fn) -> list:
+    """fn(i) for i in 0..n-1, each on a thread of its own, all at once; the results in order."""
+    got: list = [None] * n
+
+    def one(i: int) -> None:
+        got[i] = fn(i)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return got
+
+
 def drafted(srv) -> tuple[float, float]:
     m = srv.metrics()
     return m["tally_speculation_drafted_total"], m["tally_speculation_accepted_total"]
@@ -36,16 +51,7 @@ def test_greedy_replies_equal_without_speculation_alone_and_four_at_once(start_s
     assert after[0] > before[0], "no guess was verified"
     assert 0 < after[1] - before[1] <= after[0] - before[0]
     # Four clients at once (the step holds several sequences' guesses, or takes fewer).
-    got: dict[int, str] = {}
-
-    def one(i: int) -> None:
-        got[i] = chat(srv, PROMPTS[i % len(PROMPTS)], 80, speculate="lookup")["choices"][0]["message"]["content"]
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    got = at_once(4, lambda i: chat(srv, PROMPTS[i % len(PROMPTS)], 80, speculate="lookup")["choices"][0]["message"]["content"])
     for i in range(4):
         assert got[i] == want[PROMPTS[i % len(PROMPTS)]], i
 
@@ -92,11 +98,11 @@ def qwen(size: str):
 
 def post_text(srv, text: str, max_tokens: int, **kw) -> str:
     """The reply's text, streamed when kw says stream."""
+    if not kw.get("stream"):
+        return chat(srv, text, max_tokens, **kw)["choices"][0]["message"]["content"]
     status, _, out = srv.post("/v1/chat/completions", {"messages": [{"role": "user", "content": text}],
                                                        "max_tokens": max_tokens, "temperature": 0, **kw})
     assert status == 200, out
-    if not kw.get("stream"):
-        return json.loads(out)["choices"][0]["message"]["content"]
     return "".join(ch["delta"].get("content") or "" for ev in out.split(b"\n\n") if ev.startswith(b"data: {")
                    for ch in json.loads(ev[6:])["choices"])
 
@@ -124,17 +130,8 @@ def test_a_draft_model_gives_the_greedy_replies_without_it_for_every_draft_lengt
     d = drafted(srv)
     assert d[0] > 0 and 0 < d[1] <= d[0], d
     # Three clients at once: the draft guesses for all of them in one batch.
-    got: dict[int, str] = {}
     prompts = [EDIT, OPEN, EDIT]
-
-    def one(i: int) -> None:
-        got[i] = post_text(srv, prompts[i], 40, speculate="draft")
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    got = at_once(3, lambda i: post_text(srv, prompts[i], 40, speculate="draft"))
     for i in range(3):
         assert got[i] == want[prompts[i]], i
     # Sampling with a draft: its distribution is handed on as q (runtime tests check the rule); here it answers.

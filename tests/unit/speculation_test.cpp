@@ -253,9 +253,25 @@ TEST(DraftLength, CostlyGuessesAreNotAskedFor) {
   DraftLength d(8);
   for (int i = 0; i < 100; ++i) d.record(0, 0, 0.010);
   for (int i = 0; i < 100; ++i) d.record(2, 1, 0.030);  // a guess costs a whole step; half are kept
+  // Every timed step had two guesses: one probe of another length (4) comes
+  // first, to tell a step's own cost from its guesses'; then none.
+  EXPECT_EQ(d.next(), 4);
   int zeros = 0;
   for (int i = 0; i < 15; ++i) zeros += d.next() == 0;
   EXPECT_EQ(zeros, 15);
+}
+
+// A draft model's step has a cost of its own (catching up, verifying two
+// tokens at once): a step of one guess alone looks as if the guess cost it
+// all. The next step tries half the longest draft, and the line through
+// both shows what a guess costs; guessing resumes.
+TEST(DraftLength, ALengthTimedAloneIsFollowedByAnother) {
+  DraftLength d(8, 0.5, 0.75, 64);
+  for (int i = 0; i < 3; ++i) d.record(0, 0, 0.033);  // plain steps: 33 ms
+  d.record(1, 1, 0.070);  // one guess, kept: 37 ms more (mostly the step's own cost)
+  EXPECT_EQ(d.next(), 4) << "another length, at once";
+  d.record(4, 4, 0.110);  // four guesses: 13 ms each beyond that
+  EXPECT_GE(d.next(), 4) << "guesses pay at that cost when all are kept";
 }
 
 // The draft model: the target's weights less its last layer (the same seed
