@@ -11,10 +11,15 @@ namespace tally {
 namespace {
 constexpr double kDecay = 0.9;            // of the counts, per step: the recent steps count most
 constexpr double kTimeWeight = 0.2;       // of the newest plain step in t0's average
+constexpr double kLengthWeight = 0.3;     // of the newest step in its length's average
 constexpr double kTimeDecay = 0.95;       // of the timed steps with guesses, per step
 constexpr double kMinSpread = 0.25;       // variance of their k under which no line is fitted
 constexpr double kStepDecay = 0.98;       // of the batched engine's timed steps, per step
 constexpr int64_t kPlainFirst = 2;        // steps without guesses at the start, to time t0
+// A length is taken only when it is expected to beat no guesses by this
+// much: the fitted costs are noisy (t0 moves with the context and the
+// machine), and guessing on a wrong estimate costs more than a missed gain.
+constexpr double kMinGain = 1.05;
 constexpr int64_t kRetimeEvery = 32;      // steps with guesses between steps that time t0 again
 }  // namespace
 
@@ -251,9 +256,14 @@ double DraftLength::gain(int64_t k) const {
     a = std::max(a, 1.0);  // noise: a step with guesses costs a plain one at least
     b = std::max(b, 0.0);
   }
+  double cost = a + b * static_cast<double>(k);
+  // A length timed lately costs what it took: the line misses the steps in
+  // the cost (a verification of two tokens, a matrix tile filled by one more).
+  if (t0_ > 0 && static_cast<size_t>(k) < by_length_.size() && by_length_[static_cast<size_t>(k)] > 0)
+    cost = std::max(by_length_[static_cast<size_t>(k)] / t0_, 1.0);
   double tokens = 0, p = 1;
   for (int64_t i = 0; i <= k; ++i, p *= r) tokens += p;
-  return tokens / (a + b * static_cast<double>(k));
+  return tokens / cost;
 }
 
 int64_t DraftLength::next() {
@@ -266,7 +276,7 @@ int64_t DraftLength::next() {
     return 0;
   }
   int64_t best = 0;
-  double best_gain = 1;
+  double best_gain = kMinGain;
   for (int64_t k = 1; k <= k_max_; ++k)
     if (const double g = gain(k); g > best_gain) best = k, best_gain = g;
   if (best > 0) {
@@ -283,10 +293,12 @@ int64_t DraftLength::next() {
   if (!one_length && ++idle_ < probe_every_) return 0;
   idle_ = 0;
   relength_ = one_length;
-  // A probe, to see whether guesses are kept again: half the longest draft,
-  // or one guess where the timed steps had that many already.
+  // A probe, to see whether guesses are kept again: one guess (the cheapest);
+  // for another length, half the longest draft, or one guess where the timed
+  // steps had that many already.
+  if (!one_length) return 1;
   const int64_t half = std::max<int64_t>(1, k_max_ / 2);
-  return !steps_.empty() && std::llround(steps_.mean_x()) == half ? (half > 1 ? 1 : std::min<int64_t>(2, k_max_)) : half;
+  return std::llround(steps_.mean_x()) == half ? (half > 1 ? 1 : std::min<int64_t>(2, k_max_)) : half;
 }
 
 void DraftLength::record(int64_t proposed, int64_t accepted, double seconds) {
@@ -294,6 +306,11 @@ void DraftLength::record(int64_t proposed, int64_t accepted, double seconds) {
     t0_ = t0_ > 0 ? (1 - kTimeWeight) * t0_ + kTimeWeight * seconds : seconds;
   if (seconds > 0 && proposed > 0) {
     steps_.add(static_cast<double>(proposed), seconds);
+    if (by_length_.empty()) by_length_.assign(static_cast<size_t>(k_max_) + 1, 0);
+    if (proposed <= k_max_) {
+      double& c = by_length_[static_cast<size_t>(proposed)];
+      c = c > 0 ? (1 - kLengthWeight) * c + kLengthWeight * seconds : seconds;
+    }
     relength_ = false;
   }
   if (proposed < 1) return;

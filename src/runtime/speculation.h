@@ -10,14 +10,16 @@
 // for: the k that maximizes the tokens a step is expected to make over what
 // the step costs. With a guess kept with probability r (each in turn, until
 // one is rejected), a step with k guesses makes 1 + r + ... + r^k tokens; it
-// costs a + b k: a line fitted to the times of recent steps with guesses
+// costs a + b k (or, for a k timed lately, what its steps took): a line
+// fitted to the times of recent steps with guesses
 // (decayed least squares; a > t0, a step of one token, where speculating has
 // a cost of its own, as a draft model catching up does), measured against t0
 // (the first steps have no guesses, to time it, and so has one step in 32
 // later, to time it again). k = 0 when no k beats one
-// token per t0, with a probe now and then to learn whether guesses got better
-// (of half the longest draft: with the steps of other lengths it gives the
-// line a slope, so that a step's own cost is not charged to its guesses).
+// token per t0, with a probe of one guess now and then to learn whether
+// guesses got better; and while every timed step had one length, another
+// (half the longest draft) at once: the line then has a slope, and a step's
+// own cost is not charged to its guesses.
 // DraftModel guesses with a smaller model of the same vocabulary, in a
 // session of its own; DraftBatch does the same for many sequences at once
 // (the server's), each round of guesses one batched step of its engine.
@@ -161,6 +163,7 @@ class DraftLength {
   double kept_, tried_ = 2;  // decayed counts of guesses kept and verified (a prior of two guesses)
   double t0_ = 0;  // seconds of a one-token step (0: not measured)
   LineFit steps_;  // seconds against k, over the timed steps with guesses
+  std::vector<double> by_length_;  // seconds of the recent timed steps of each k (0: none)
   int64_t idle_ = 0;               // steps without speculation since the last probe
   int64_t plain_ = 0, plain_timed_ = 0;  // plain steps asked for at the start; plain steps timed
   int64_t since_plain_ = 0;               // steps with guesses since the last plain one
