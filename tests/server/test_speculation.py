@@ -120,7 +120,7 @@ def test_a_draft_model_gives_the_greedy_replies_without_it_for_every_draft_lengt
     # The draft is loaded but off by default: the same server gives the replies without speculation.
     srv = start_server("-m", str(qwen("1.5b")), "--draft", str(qwen("0.5b")), "--speculate", "off",
                        "--parallel", "3", "-c", "4096", "--max-tokens", "64")
-    assert "draft model qwen2.5-coder-0.5b" in srv.log()
+    srv.wait_for_log(r"draft model qwen2\.5-coder-0\.5b.*speculation by default: off", 30)
     want = {p: post_text(srv, p, 40) for p in (EDIT, OPEN)}
     assert drafted(srv) == (0, 0)
     for k in (1, 2, 3, 5, 8):
