@@ -230,7 +230,12 @@ std::vector<int64_t> StepGuesses::take(std::span<const Proposal> proposals, int6
 }
 
 DraftLength::DraftLength(int64_t k_max, double prior_cost, double prior_kept, int64_t probe_every)
-    : k_max_(k_max), probe_every_(probe_every), prior_cost_(prior_cost), kept_(2 * prior_kept), steps_(kTimeDecay) {
+    : k_max_(k_max),
+      probe_every_(probe_every),
+      prior_cost_(prior_cost),
+      kept_(2 * prior_kept),
+      steps_(kTimeDecay),
+      by_length_(static_cast<size_t>(std::max<int64_t>(k_max, 0)) + 1, 0) {
   if (probe_every < 1) fail("probes must come every 1 or more steps, got {}", probe_every);
   if (k_max < 1) fail("a draft of at least 1 token is needed, got {}", k_max);
   if (!(prior_cost > 0)) fail("a guess's prior cost must be > 0, got {}", prior_cost);
@@ -306,7 +311,6 @@ void DraftLength::record(int64_t proposed, int64_t accepted, double seconds) {
     t0_ = t0_ > 0 ? (1 - kTimeWeight) * t0_ + kTimeWeight * seconds : seconds;
   if (seconds > 0 && proposed > 0) {
     steps_.add(static_cast<double>(proposed), seconds);
-    if (by_length_.empty()) by_length_.assign(static_cast<size_t>(k_max_) + 1, 0);
     if (proposed <= k_max_) {
       double& c = by_length_[static_cast<size_t>(proposed)];
       c = c > 0 ? (1 - kLengthWeight) * c + kLengthWeight * seconds : seconds;
