@@ -22,8 +22,10 @@ POST /slots/0?action=save; then per repetition, a new llama-server process
 (the page cache dropped first, as for tally), POST /slots/0?action=restore
 and the same /completion, which evaluates what the restored slot lacks.
 Its restored time is restore_ms + that completion's prompt_ms (its own
-timings), and the wall time of the two requests is reported too. Standard
-library only.
+timings), and the wall time of the two requests is reported too. With
+--llama-fa on,off (the default) each setting has its own slot file and
+processes every repetition, and the output gives each and the better of the
+two (by the median restored time). Standard library only.
 """
 
 from __future__ import annotations
@@ -72,11 +74,11 @@ def post(port: int, path: str, body: dict) -> dict:
 class LlamaServer:
     """One llama-server process with a slot folder, for the slot save/restore comparison."""
 
-    def __init__(self, a, gguf: pathlib.Path, slots: pathlib.Path):
+    def __init__(self, a, gguf: pathlib.Path, slots: pathlib.Path, fa: str):
         self.port = free_port()
         exe = pathlib.Path(a.llama_bin) / "llama-server"
         cmd = [str(exe), "-m", str(gguf), "-t", str(a.threads), "-tb", str(a.threads), "-np", "1",
-               "-c", str(a.tokens + 256), "-fa", a.llama_fa, "--slot-save-path", str(slots) + "/",
+               "-c", str(a.tokens + 256), "-fa", fa, "--slot-save-path", str(slots) + "/",
                "--port", str(self.port)]
         if a.cache_type != "f16":
             cmd += ["-ctk", a.cache_type, "-ctv", a.cache_type]
@@ -105,9 +107,13 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--cache-type", default="f16")
     ap.add_argument("--llama-bin", default=str(TALLY_HOME / "llama.cpp/bin"))
-    ap.add_argument("--llama-fa", default="auto", choices=["on", "off", "auto"],
-                    help="llama-server's -fa (default auto, its own default)")
+    ap.add_argument("--llama-fa", default="on,off",
+                    help="llama-server's -fa settings, comma-separated from on, off, auto (default on,off: "
+                         "both run every repetition, the better is reported)")
     a = ap.parse_args()
+    fas = a.llama_fa.split(",")
+    if not fas or any(f not in ("on", "off", "auto") for f in fas) or len(set(fas)) != len(fas):
+        ap.error(f"--llama-fa takes distinct values from on, off, auto; got {a.llama_fa!r}")
     if a.tokens < 64 or a.reps < 1:
         ap.error("--tokens must be at least 64 and --reps at least 1")
 
@@ -125,15 +131,16 @@ def main() -> int:
     prompt.write_text(out.stdout)
     folder = work / "kv"
     slots = work / "slots"
-    slots.mkdir()
+    for fa in fas:
+        (slots / fa).mkdir(parents=True)
     have_llama = (pathlib.Path(a.llama_bin) / "llama-server").exists()
     if not have_llama:
         print(f"(no {a.llama_bin}/llama-server: scripts/build_llama_cpp.sh builds it; llama-server is left out)",
               file=sys.stderr)
     gguf = model_path(a.model, "disk_cache_ttft")
     text = prompt.read_text()
-    llama: dict[str, list[float]] = {"cold": [], "restore": [], "rest_prefill": [], "restored": [], "wall": []}
-    llama_info: dict = {}
+    llama = {fa: {"cold": [], "restore": [], "rest_prefill": [], "restored": [], "wall": []} for fa in fas}
+    llama_info: dict = {fa: {} for fa in fas}
     base = [a.tally, "run", "-m", a.model, "-f", str(prompt), "-n", "1", "--temp", "0", "--json", "-t",
             str(a.threads), "-c", str(a.tokens + 256), "--cache-type", a.cache_type]
     times: dict[str, list[float]] = {"cold": [], "writing": [], "restored": []}
@@ -156,7 +163,8 @@ def main() -> int:
                 times[k].append(r["timings"]["prefill_ms"])
             print(f"rep {rep + 1}: " + ", ".join(f"{k} {v[-1]:.0f} ms" for k, v in times.items()), file=sys.stderr)
             if have_llama:
-                llama_rep(a, gguf, slots, text, rep, llama, llama_info)
+                for fa in fas:
+                    llama_rep(a, gguf, slots / fa, text, rep, llama[fa], llama_info[fa], fa)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     med = {k: statistics.median(v) for k, v in times.items()}
@@ -167,17 +175,23 @@ def main() -> int:
         "writing_over_cold": med["writing"] / med["cold"],
         "restored_tokens_from_disk": restored_tokens, "folder_bytes": folder_bytes,
         "page_cache_dropped": all(dropped),
-        "llama_server": {**llama_info, "median_ms": {k: statistics.median(v) for k, v in llama.items() if v},
-                         "restored_over_cold": statistics.median(llama["restored"]) / llama["cold"][0]}
-        if have_llama else None,
+        "llama_server": llama_summary(llama, llama_info) if have_llama else None,
     }, indent=1))
     return 0
 
 
-def llama_rep(a, gguf, slots, text, rep, llama, info) -> None:
+def llama_summary(llama: dict, info: dict) -> dict:
+    """Each -fa setting's medians, and the better one (the lower median restored time) named."""
+    per = {fa: {**info[fa], "median_ms": {k: statistics.median(v) for k, v in t.items() if v},
+                "restored_over_cold": statistics.median(t["restored"]) / t["cold"][0]} for fa, t in llama.items()}
+    best = min(per, key=lambda fa: per[fa]["median_ms"]["restored"])
+    return {"best_fa": best, **per[best], "by_fa": per}
+
+
+def llama_rep(a, gguf, slots, text, rep, llama, info, fa) -> None:
     """The first repetition prefills the prompt cold and saves the slot; each restores it in a new process."""
     if rep == 0:
-        s = LlamaServer(a, gguf, slots)
+        s = LlamaServer(a, gguf, slots, fa)
         try:
             r = s.complete(text)
             saved = post(s.port, "/slots/0?action=save", {"filename": "ctx.bin"})
@@ -185,9 +199,9 @@ def llama_rep(a, gguf, slots, text, rep, llama, info) -> None:
             s.stop()
         llama["cold"].append(r["timings"]["prompt_ms"])
         info.update(prompt_tokens=r["timings"]["prompt_n"], token=r["content"], slot_bytes=saved["n_written"],
-                    save_ms=saved["timings"]["save_ms"], fa=a.llama_fa)
+                    save_ms=saved["timings"]["save_ms"], fa=fa)
     drop_page_cache()
-    s = LlamaServer(a, gguf, slots)
+    s = LlamaServer(a, gguf, slots, fa)
     try:
         t0 = time.perf_counter()
         restored = post(s.port, "/slots/0?action=restore", {"filename": "ctx.bin"})
@@ -202,7 +216,7 @@ def llama_rep(a, gguf, slots, text, rep, llama, info) -> None:
     llama["restored"].append(restored["timings"]["restore_ms"] + r["timings"]["prompt_ms"])
     llama["wall"].append(wall)
     info["reevaluated_tokens"] = r["timings"]["prompt_n"]
-    print(f"rep {rep + 1}: llama-server cold {llama['cold'][0]:.0f} ms, restore {llama['restore'][-1]:.0f} + "
+    print(f"rep {rep + 1}: llama-server -fa {fa} cold {llama['cold'][0]:.0f} ms, restore {llama['restore'][-1]:.0f} + "
           f"prefill {llama['rest_prefill'][-1]:.0f} ms ({r['timings']['prompt_n']} tokens), wall {wall:.0f} ms",
           file=sys.stderr)
 

@@ -71,14 +71,18 @@ KvCache::SeqId KvCache::new_sequence(int64_t max_len) {
 
 KvCache::SeqId KvCache::create_sequence(int64_t max_len) { return new_sequence(max_len); }
 
+int64_t KvCache::covering(std::span<const int32_t> tokens, int64_t limit) const {
+  return std::min((limit + block_size() - 1) / block_size() * block_size(), static_cast<int64_t>(tokens.size()));
+}
+
 std::vector<int32_t> KvCache::cached_prefix(std::span<const int32_t> tokens, int64_t limit,
                                             std::vector<uint64_t>* keys) const {
   if (!index_) return {};
-  std::vector<int32_t> found = index_->walk(tokens, limit, alloc_, keys);
+  std::vector<int32_t> found = index_->walk(tokens, covering(tokens, limit), alloc_, keys);
   // A prefix serves only as far as its window range is still held.
   while (windowed() && !found.empty()) {
     const int64_t n = static_cast<int64_t>(found.size());
-    if (window_held(found, window_first_block(n * block_size()), n)) break;
+    if (window_held(found, window_first_block(hit_length(n, limit)), n)) break;
     found.pop_back();
     if (keys) keys->pop_back();
   }
@@ -87,20 +91,21 @@ std::vector<int32_t> KvCache::cached_prefix(std::span<const int32_t> tokens, int
 
 KvCache::PrefixProbe KvCache::probe_prefix(std::span<const int32_t> tokens, int64_t limit) const {
   PrefixProbe p;
-  for (int32_t b : cached_prefix(tokens, limit, nullptr)) {
-    p.positions += block_size();
-    p.evictable_blocks += alloc_.owners(b) == 0;
-  }
+  const std::vector<int32_t> found = cached_prefix(tokens, limit, nullptr);
+  for (int32_t b : found) p.evictable_blocks += alloc_.owners(b) == 0;
+  const int64_t in_ram = static_cast<int64_t>(found.size());
+  p.positions = hit_length(in_ram, std::min(limit, static_cast<int64_t>(tokens.size())));
   if (disk_) {
-    const int64_t bs = block_size();
-    limit = std::min(limit, static_cast<int64_t>(tokens.size()));
+    const int64_t bs = block_size(), cover = covering(tokens, limit);
     BlockDigest d = disk_->root();
-    for (int64_t i = 0; (i + 1) * bs <= limit; ++i) {
+    int64_t on_disk = 0;
+    for (int64_t i = 0; (i + 1) * bs <= cover; ++i) {
       d = KvDisk::chain(d, tokens.subspan(static_cast<size_t>(i * bs), static_cast<size_t>(bs)));
-      if (i * bs < p.positions) continue;
+      if (i < in_ram) continue;
       if (!disk_->has(d)) break;
-      p.disk_positions += bs;
+      ++on_disk;
     }
+    p.disk_positions = hit_length(in_ram + on_disk, std::min(limit, static_cast<int64_t>(tokens.size()))) - p.positions;
   }
   return p;
 }
@@ -122,17 +127,23 @@ KvCache::SeqId KvCache::create_sequence_from_prefix(std::span<const int32_t> tok
     // whose load failed leaves the range over restored blocks without any).
     while (windowed() && s.blocks.size() > in_ram) {
       const int64_t n = static_cast<int64_t>(s.blocks.size());
-      if (window_held(s.blocks, window_first_block(n * block_size()), n)) break;
+      if (window_held(s.blocks, window_first_block(hit_length(n, limit)), n)) break;
       release_block(s.blocks.back());
       s.blocks.pop_back();
       s.keys.pop_back();
       s.digests.pop_back();
     }
   }
-  s.length = static_cast<int64_t>(s.blocks.size()) * block_size();
+  s.length = hit_length(static_cast<int64_t>(s.blocks.size()), limit);
+  // A hit that ends inside its last block keeps that block's key in the index
+  // only: the sequence's next write copies the block (it is keyed), and the
+  // copy is keyed once full, as any block is.
+  const size_t keyed = static_cast<size_t>(s.length / block_size());
+  if (s.keys.size() > keyed) s.keys.resize(keyed);
+  if (s.digests.size() > keyed) s.digests.resize(keyed);
   s.tokens.assign(tokens.begin(), tokens.begin() + s.length);
   hit_tokens_ += static_cast<uint64_t>(s.length);
-  const int64_t disk = static_cast<int64_t>(s.blocks.size() - in_ram) * block_size();
+  const int64_t disk = std::max<int64_t>(0, s.length - static_cast<int64_t>(in_ram) * block_size());
   disk_hit_tokens_ += static_cast<uint64_t>(disk);
   if (from_disk) *from_disk = disk;
   sync_window(s);
@@ -181,7 +192,8 @@ void KvCache::restore_from_disk(KvSequence& s, std::span<const int32_t> tokens, 
   // How far the files go decides which restored blocks need window slots.
   const int64_t first = static_cast<int64_t>(s.blocks.size());
   std::vector<BlockDigest> names;
-  for (int64_t i = first; (i + 1) * bs <= limit; ++i) {
+  const int64_t cover = covering(tokens, limit);
+  for (int64_t i = first; (i + 1) * bs <= cover; ++i) {
     const BlockDigest& parent = names.empty() ? (i == 0 ? disk_->root() : s.digests.back()) : names.back();
     BlockDigest d = KvDisk::chain(parent, block_tokens(i));
     if (!disk_->has(d)) {
@@ -193,7 +205,7 @@ void KvCache::restore_from_disk(KvSequence& s, std::span<const int32_t> tokens, 
   disk_->prefetch(std::span<const BlockDigest>(names).first(
       std::min(names.size(), static_cast<size_t>(std::max<int64_t>(alloc_.available_blocks(), 0)))));
   const int64_t end = first + static_cast<int64_t>(names.size());
-  const int64_t window_first = windowed() ? window_first_block(end * bs) : end;
+  const int64_t window_first = windowed() ? window_first_block(hit_length(end, limit)) : end;
   for (int64_t i = first; i < end; ++i) {
     const bool slot = windowed() && i >= window_first;
     if (alloc_.available_blocks() == 0 || (slot && !reserve_window_slots(1))) break;

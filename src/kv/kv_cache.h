@@ -129,7 +129,9 @@ class KvCache {
   // A new empty sequence of at most max_len positions (0: the pool's size).
   SeqId create_sequence(int64_t max_len = 0);
   // A new sequence holding the longest cached prefix of `tokens` of at most
-  // `limit` positions (whole blocks; none when the prefix cache is off).
+  // `limit` positions (none when the prefix cache is off). The cache keeps
+  // whole blocks, so the hit takes the blocks that hold it and may end inside
+  // the last one (a prompt seen before, up to the token evaluated again).
   // Returns the sequence; its length() is the hit, of which *from_disk (if
   // given) positions were loaded from the disk tier.
   SeqId create_sequence_from_prefix(std::span<const int32_t> tokens, int64_t limit, int64_t max_len = 0,
@@ -225,6 +227,12 @@ class KvCache {
   // The cached blocks create_sequence_from_prefix would take, in order: the
   // index's walk, cut back to where its window range has slots.
   std::vector<int32_t> cached_prefix(std::span<const int32_t> tokens, int64_t limit, std::vector<uint64_t>* keys) const;
+  // A hit is made of whole cached blocks but ends at the limit, inside the
+  // last one if need be: the tokens the blocks that may serve it cover (the
+  // limit rounded up to a block, within the tokens), and the positions n
+  // such blocks give.
+  int64_t covering(std::span<const int32_t> tokens, int64_t limit) const;
+  int64_t hit_length(int64_t n_blocks, int64_t limit) const { return std::min(n_blocks * block_size(), limit); }
   void reserve(KvSequence& s, SeqId seq, int64_t start, int64_t n);
   // The disk tier: the names of s's blocks up to its keys; the blocks of a
   // prefix found in RAM continued from disk (the window cut left to the caller).

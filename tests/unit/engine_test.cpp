@@ -282,6 +282,28 @@ TEST(Engine, ReusePrefixKeepsItsOwnPrefixOrTakesTheCachesWhenLonger) {
   EXPECT_EQ(e.reuse_prefix(b, longer), static_cast<int64_t>(longer.size()) - 1);
 }
 
+// A prompt of whole blocks seen before is taken up to its last token (the
+// hit ends inside its last block, which the next write copies): one token is
+// evaluated again, and its logits are a cold run's.
+TEST(Engine, APromptSeenBeforeIsTakenUpToItsLastToken) {
+  const auto tm = test::make_tiny_model();
+  const auto t = toks(40, 7, 3);  // 5 blocks of 8
+  Engine e(*tm->model, small());
+  const Engine::Admission first = e.admit(t);
+  ASSERT_TRUE(first.id);
+  EXPECT_EQ(first.cached_tokens, 0);
+  while (!e.ready(*first.id)) e.step();
+  const std::vector<float> cold(e.logits(*first.id).begin(), e.logits(*first.id).end());
+  e.release(*first.id);
+  const Engine::Admission again = e.admit(t);
+  ASSERT_TRUE(again.id);
+  EXPECT_EQ(again.cached_tokens, 39);
+  const uint64_t tokens_before = e.counters().tokens;
+  while (!e.ready(*again.id)) e.step();
+  EXPECT_EQ(e.counters().tokens - tokens_before, 1u);
+  EXPECT_EQ(std::vector<float>(e.logits(*again.id).begin(), e.logits(*again.id).end()), cold);
+}
+
 TEST(Engine, ForksThePoolCouldNeverHoldAreRefusedBeforeTheyStart) {
   const auto tm = test::make_tiny_model();
   Engine e(*tm->model, small(64));  // 8 blocks of 8

@@ -191,6 +191,35 @@ TEST(KvPrefixCache, ANewSequenceTakesTheCachedBlocksOfItsPrefix) {
   EXPECT_EQ(off.length(off.create_sequence_from_prefix(next, 14)), 0);
 }
 
+// A prompt seen before is taken up to its last token, which is evaluated
+// again (its logits are the output): the hit ends inside the block holding
+// it, and the sequence's first write copies that block, which stays cached.
+TEST(KvPrefixCache, AHitMayEndInsideItsLastBlock) {
+  KvCache c(kShape, options(40));
+  const auto prompt = range(1, 12);  // 3 full blocks
+  const auto a = c.create_sequence();
+  write(c, a, prompt, 0);
+  c.free_sequence(a);
+  EXPECT_EQ(c.probe_prefix(prompt, 11).positions, 11);
+
+  const auto b = c.create_sequence_from_prefix(prompt, 11);
+  EXPECT_EQ(c.length(b), 11);
+  EXPECT_EQ(c.stats().hit_tokens, 11u);
+  EXPECT_EQ(c.stats().blocks_used, 3);
+  EXPECT_EQ(c.blocks_needed(b, 12), 1) << "the keyed last block is copied before it is written";
+  std::vector<int32_t> edited(prompt.begin(), prompt.begin() + 11);
+  edited.push_back(77);  // another last token: the cached block must not see it
+  write(c, b, edited, 11);
+  EXPECT_TRUE(holds(c, b, edited));
+  EXPECT_EQ(c.stats().copied_blocks, 1u);
+
+  const auto d = c.create_sequence_from_prefix(prompt, 12);
+  EXPECT_TRUE(holds(c, d, prompt)) << "the cached block changed under the sequence that took it";
+  const auto e = c.create_sequence_from_prefix(edited, 12);
+  EXPECT_TRUE(holds(c, e, edited)) << "the copy was keyed once full";
+  EXPECT_NE(c.view(0, d).blocks[2], c.view(0, e).blocks[2]);
+}
+
 TEST(KvPrefixCache, EvictsLeastRecentlyUsedTailsFirstAndNeverABlockInUse) {
   KvCache c(kShape, options(20));  // 5 blocks
   const auto a = c.create_sequence(), b = c.create_sequence();

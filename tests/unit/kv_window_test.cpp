@@ -154,9 +154,9 @@ TEST(KvWindow, APrefixIsTakenOnlyWhereItsWindowIsStillHeld) {
   write(c, a, 0, 40);  // 10 blocks through 9 slots: the first ones lose theirs
   std::vector<int32_t> tokens(40);
   for (int32_t i = 0; i < 40; ++i) tokens[static_cast<size_t>(i)] = i;
-  // 36 positions (9 full blocks): their window range [29, 36) is held.
+  // 39 positions (the 10 blocks that hold them): their window range [32, 39) is held.
   const auto b = c.create_sequence_from_prefix(tokens, 39);
-  EXPECT_EQ(c.length(b), 36);
+  EXPECT_EQ(c.length(b), 39);
   expect_window_intact(c, b, [](int64_t) { return 0; });
   // 20 positions: [13, 20) lost its slots, and so did every shorter prefix's window.
   const auto d = c.create_sequence_from_prefix(std::span<const int32_t>(tokens).first(20), 20);
