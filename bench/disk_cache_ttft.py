@@ -128,7 +128,10 @@ def main() -> int:
     if out.returncode != 0:
         sys.exit(f"disk_cache_ttft: detokenize failed: {out.stderr.strip()}")
     prompt = work / "prompt.txt"
-    prompt.write_text(out.stdout)
+    prompt.write_text(out.stdout.removesuffix("\n"))  # detokenize ends its output with a newline
+    n_prompt = len(run([a.tally, "tokenize", "-m", a.model, "--json", "-f", str(prompt)])["ids"])
+    if n_prompt != a.tokens:
+        print(f"(the cut text reads back as {n_prompt} tokens, not {a.tokens})", file=sys.stderr)
     folder = work / "kv"
     slots = work / "slots"
     for fa in fas:
@@ -169,11 +172,12 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
     med = {k: statistics.median(v) for k, v in times.items()}
     print(json.dumps({
-        "model": a.model, "prompt_tokens": a.tokens, "threads": a.threads, "cache_type": a.cache_type,
+        "model": a.model, "prompt_tokens": n_prompt, "threads": a.threads, "cache_type": a.cache_type,
         "reps": a.reps, "median_prefill_ms": med,
         "restored_over_cold": med["restored"] / med["cold"],
         "writing_over_cold": med["writing"] / med["cold"],
-        "restored_tokens_from_disk": restored_tokens, "folder_bytes": folder_bytes,
+        "restored_tokens_from_disk": restored_tokens, "prefilled_after_restore": n_prompt - restored_tokens,
+        "folder_bytes": folder_bytes,
         "page_cache_dropped": all(dropped),
         "llama_server": llama_summary(llama, llama_info) if have_llama else None,
     }, indent=1))

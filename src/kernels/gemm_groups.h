@@ -300,6 +300,18 @@ __attribute__((always_inline)) inline void group_tile(const WeightMatrix& w, con
   }
 }
 
+// One tile of the n (1 <= n <= N) tokens left after the full tiles: a step
+// of a token and a few guesses (speculation verifies 2-9 tokens) unpacks each
+// weight load once, instead of once per token of a remainder.
+template <DType kType, class L, int N>
+__attribute__((always_inline)) inline void last_tile(const WeightMatrix& w, const ActivationPack& x, float* y,
+                                                     int64_t g, int lane0, int64_t t, int64_t n, int64_t r0,
+                                                     int64_t r1) {
+  if constexpr (N > 1)
+    if (n < N) return last_tile<kType, L, N - 1>(w, x, y, g, lane0, t, n, r0, r1);
+  group_tile<kType, L, N>(w, x, y, g, lane0, t, r0, r1);
+}
+
 template <DType kType, class L, int T>
 void group_tiles(const WeightMatrix& w, const ActivationPack& x, float* y, int64_t g0, int64_t g1, int64_t t0,
                  int64_t t1, int64_t r0, int64_t r1) {
@@ -308,9 +320,8 @@ void group_tiles(const WeightMatrix& w, const ActivationPack& x, float* y, int64
       if (g * kGroupRows + lane0 >= r1 || g * kGroupRows + lane0 + L::kRows <= r0) continue;
       int64_t t = t0;
       for (; t + T <= t1; t += T) group_tile<kType, L, T>(w, x, y, g, lane0, t, r0, r1);
-      if constexpr (T > 4)  // a few sequences' tokens (a small batch) still go 4 at a time
-        for (; t + 4 <= t1; t += 4) group_tile<kType, L, 4>(w, x, y, g, lane0, t, r0, r1);
-      for (; t < t1; ++t) group_tile<kType, L, 1>(w, x, y, g, lane0, t, r0, r1);
+      if constexpr (T > 1)
+        if (t < t1) last_tile<kType, L, T - 1>(w, x, y, g, lane0, t, t1 - t, r0, r1);
     }
 }
 

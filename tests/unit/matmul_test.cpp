@@ -327,31 +327,34 @@ TEST(Matmul, EveryLevelMatchesDequantizedProductInDouble) {
 
 // At every level, threads only split rows and a prefill only batches tokens:
 // 1, 2 or 3 threads and n tokens at once or one at a time give the same bits.
+// The token counts take every tile shape (8 or 4 tokens, then 3, 2 or 1).
 TEST(Matmul, ThreadsAndTokenCountDoNotChangeTheBits) {
   std::mt19937 rng(5);
   ThreadPool pools[] = {ThreadPool(1), ThreadPool(2), ThreadPool(3)};
   for (DType type : kEngineTypes)
-    for (int64_t rows : {1, 5, 37}) {
-      const int64_t cols = traits(type).block_size == 256 ? 256 : 160, tokens = 3;
-      const Matrix m(type, rows, cols, rng);
-      std::vector<float> x = make_activations(cols * tokens, rng);
-      for (float& v : x)  // keep the products finite
-        if (std::fabs(v) > 1e6f) v = std::copysign(1e6f, v);
-      std::vector<BlockQ8> xq(cols / 32 * tokens);
-      quantize_row_q8_scalar(x.data(), xq.data(), cols * tokens);
-      for (SimdLevel level : levels()) {
-        const auto want = product(kernels_at(level), m.w, xq, tokens, pools[0]);
-        for (auto& pool : pools)
-          ASSERT_EQ(product(kernels_at(level), m.w, xq, tokens, pool), want)
-              << simd_level_name(level) << " " << dtype_name(type) << " rows " << rows << " threads " << pool.size();
-        for (int64_t t = 0; t < tokens; ++t) {
-          const std::vector<BlockQ8> one(xq.begin() + t * (cols / 32), xq.begin() + (t + 1) * (cols / 32));
-          const auto y = product(kernels_at(level), m.w, one, 1, pools[1]);
-          for (int64_t r = 0; r < rows; ++r)
-            ASSERT_EQ(y[r], want[t * rows + r]) << simd_level_name(level) << " " << dtype_name(type) << " token " << t;
+    for (int64_t rows : {1, 5, 37})
+      for (int64_t tokens : {2, 3, 6, 13}) {
+        const int64_t cols = traits(type).block_size == 256 ? 256 : 160;
+        const Matrix m(type, rows, cols, rng);
+        std::vector<float> x = make_activations(cols * tokens, rng);
+        for (float& v : x)  // keep the products finite
+          if (std::fabs(v) > 1e6f) v = std::copysign(1e6f, v);
+        std::vector<BlockQ8> xq(cols / 32 * tokens);
+        quantize_row_q8_scalar(x.data(), xq.data(), cols * tokens);
+        for (SimdLevel level : levels()) {
+          const auto want = product(kernels_at(level), m.w, xq, tokens, pools[0]);
+          for (auto& pool : pools)
+            ASSERT_EQ(product(kernels_at(level), m.w, xq, tokens, pool), want)
+                << simd_level_name(level) << " " << dtype_name(type) << " rows " << rows << " tokens " << tokens
+                << " threads " << pool.size();
+          for (int64_t t = 0; t < tokens; ++t) {
+            const std::vector<BlockQ8> one(xq.begin() + t * (cols / 32), xq.begin() + (t + 1) * (cols / 32));
+            const auto y = product(kernels_at(level), m.w, one, 1, pools[1]);
+            for (int64_t r = 0; r < rows; ++r)
+              ASSERT_EQ(y[r], want[t * rows + r]) << simd_level_name(level) << " " << dtype_name(type) << " token " << t;
+          }
         }
       }
-    }
 }
 
 TEST(Matmul, TypesWithoutAProductAreRefused) {
