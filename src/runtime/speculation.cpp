@@ -1,6 +1,7 @@
 #include "runtime/speculation.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "core/error.h"
@@ -124,6 +125,15 @@ bool DraftBatch::follow(std::optional<Engine::Id>& seq, std::span<const int32_t>
   return false;
 }
 
+void DraftBatch::step() {
+  const uint64_t tokens = engine_.counters().tokens;
+  const auto t0 = std::chrono::steady_clock::now();
+  engine_.step();
+  if (on_step_)
+    on_step_(static_cast<int64_t>(engine_.counters().tokens - tokens),
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
 std::vector<std::vector<Guess>> DraftBatch::propose(std::span<const Want> wants) {
   std::vector<std::vector<Guess>> out(wants.size());
   // Each sequence brought to its history: admitted, or rolled back and the rest pushed.
@@ -146,7 +156,7 @@ std::vector<std::vector<Guess>> DraftBatch::propose(std::span<const Want> wants)
     if (follow(*w.seq, w.history)) live.push_back(i), is_live[i] = 1;
     else pending = true;
   }
-  if (pending) engine_.step();
+  if (pending) step();
   for (size_t i = 0; i < wants.size(); ++i) {
     const Want& w = wants[i];
     if (w.k < 1 || !*w.seq || is_live[i]) continue;
@@ -173,7 +183,7 @@ std::vector<std::vector<Guess>> DraftBatch::propose(std::span<const Want> wants)
       }
     }
     if (!pushed) return out;
-    engine_.step();
+    step();
   }
 }
 
@@ -200,10 +210,14 @@ void LineFit::add(double x, double y) {
   sxy_ = decay_ * sxy_ + x * y;
 }
 
-StepGuesses::StepGuesses() : cost_(kStepDecay) {}
+StepGuesses::StepGuesses() : cost_(kStepDecay), draft_(kStepDecay) {}
 
 void StepGuesses::record(int64_t tokens, double seconds) {
   if (tokens > 0 && seconds > 0) cost_.add(static_cast<double>(tokens), seconds);
+}
+
+void StepGuesses::record_draft(int64_t tokens, double seconds) {
+  if (tokens > 0 && seconds > 0) draft_.add(static_cast<double>(tokens), seconds);
 }
 
 bool StepGuesses::timed() const { return !cost_.empty() && cost_.spread(kMinSpread) && cost_.slope() > 0; }
@@ -212,20 +226,55 @@ std::vector<int64_t> StepGuesses::take(std::span<const Proposal> proposals, int6
   std::vector<int64_t> out(proposals.size(), 0);
   if (!timed()) return out;
   const double a = std::max(cost_.intercept(), 0.0), b = cost_.slope();
+  // The draft's step: a line once its sizes varied, else all of it fixed (none before it was timed).
+  double da = 0, db = 0;
+  if (!draft_.empty()) {
+    const bool line = draft_.spread(kMinSpread) && draft_.slope() > 0;
+    db = line ? draft_.slope() : 0;
+    da = line ? std::max(draft_.intercept(), 0.0) : draft_.mean_y();
+  }
   // Every sequence's next token is sure; guess i of a proposal is kept with r^i.
   double tokens = static_cast<double>(other + static_cast<int64_t>(proposals.size()));
   double seconds = a + b * tokens;
   std::vector<double> q(proposals.size());
   for (size_t i = 0; i < proposals.size(); ++i) q[i] = proposals[i].r;
+  // Free guesses (prompt lookup's) one at a time, likeliest first.
   for (;;) {
     size_t best = proposals.size();
     for (size_t i = 0; i < proposals.size(); ++i)
-      if (out[i] < proposals[i].guesses && (best == proposals.size() || q[i] > q[best])) best = i;
-    if (best == proposals.size() || q[best] * seconds <= b * tokens) return out;
+      if (!proposals[i].drafted && out[i] < proposals[i].guesses && (best == proposals.size() || q[i] > q[best]))
+        best = i;
+    if (best == proposals.size() || q[best] * seconds <= b * tokens) break;
     ++out[best];
     tokens += q[best];
     seconds += b;
     q[best] *= proposals[best].r;
+  }
+  // Drafted guesses a depth at a time: the likeliest m of the sequences that
+  // reach it, for the m that raises tokens per second most (the draft's step
+  // for that depth shared by them); a depth none pays for ends the drafting.
+  std::vector<size_t> at;
+  for (int64_t depth = 0;; ++depth) {
+    at.clear();
+    for (size_t i = 0; i < proposals.size(); ++i)
+      if (proposals[i].drafted && out[i] == depth && proposals[i].guesses > depth) at.push_back(i);
+    std::sort(at.begin(), at.end(), [&](size_t x, size_t y) { return q[x] > q[y]; });
+    size_t best_m = 0;
+    double best_rate = tokens / seconds, t = tokens, sec = seconds + da;
+    for (size_t m = 0; m < at.size(); ++m) {
+      t += q[at[m]];
+      sec += b + db;
+      if (t / sec > best_rate) best_rate = t / sec, best_m = m + 1;
+    }
+    if (best_m == 0) return out;
+    seconds += da;
+    for (size_t m = 0; m < best_m; ++m) {
+      const size_t i = at[m];
+      ++out[i];
+      tokens += q[i];
+      seconds += b + db;
+      q[i] *= proposals[i].r;
+    }
   }
 }
 

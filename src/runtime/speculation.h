@@ -27,6 +27,7 @@
 // in [0, k_max]; a draft's cache holds, per sequence, a prefix of the history
 // it was last given followed by its own guesses, nothing else.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -99,6 +100,9 @@ class DraftBatch {
   // when the draft's pool cannot hold it now).
   std::vector<std::vector<Guess>> propose(std::span<const Want> wants);
   void release(Engine::Id id) { engine_.release(id); }
+  // Called after each of the draft engine's steps with its tokens and seconds
+  // (the server weighs a round of guesses with them: StepGuesses).
+  void on_step(std::function<void(int64_t tokens, double seconds)> f) { on_step_ = std::move(f); }
   // Positions the draft wrote and then gave back (rejected guesses, mostly).
   int64_t rolled_back() const { return rolled_back_; }
   const Engine& engine() const { return engine_; }
@@ -108,7 +112,9 @@ class DraftBatch {
   // rest; true when it holds history already (its logits follow it). A
   // sequence with nothing in common is released (seq emptied).
   bool follow(std::optional<Engine::Id>& seq, std::span<const int32_t> history);
+  void step();  // one step of the draft engine, timed for on_step
   Engine engine_;
+  std::function<void(int64_t, double)> on_step_;
   int64_t rolled_back_ = 0;
 };
 
@@ -185,16 +191,23 @@ DraftLength draft_length(int64_t k_max, const Model& target, const Model* draft)
 // sequences has a high T / S, so it takes only guesses almost sure to be
 // kept; one sequence alone takes guesses while the weights' read dominates.
 // Until steps of several sizes were timed, no guesses are taken.
+// A draft model's guesses cost its steps too: the i-th guesses of all
+// drafting sequences come from one step of the draft (a' + b' n seconds, a
+// line fitted to its timed steps), so drafted guesses go in a depth at a
+// time: the likeliest m of those reaching it, for a' + m (b + b') seconds,
+// with the m that raises the step's tokens per second most.
 class StepGuesses {
  public:
   StepGuesses();
-  // A step's tokens and seconds.
+  // A step's tokens and seconds: the target's, and the draft model's.
   void record(int64_t tokens, double seconds);
+  void record_draft(int64_t tokens, double seconds);
   // One sequence's proposal: its guesses in order, each kept (given the ones
-  // before) with probability r.
+  // before) with probability r; drafted: from the draft model.
   struct Proposal {
     int64_t guesses = 0;
     double r = 0;
+    bool drafted = false;
   };
   // How many of each proposal's guesses to take for a step that also
   // evaluates `other` tokens (decodes without guesses, prefill chunks).
@@ -202,7 +215,7 @@ class StepGuesses {
   bool timed() const;
 
  private:
-  LineFit cost_;
+  LineFit cost_, draft_;
 };
 
 }  // namespace tally

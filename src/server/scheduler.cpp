@@ -115,6 +115,7 @@ Scheduler::Scheduler(const Model& model, const Tokenizer& tok, const EngineOptio
     const EngineOptions d = draft_engine_options(eo, engine_);
     try {
       draft_ = std::make_unique<DraftBatch>(*draft, d);
+      draft_->on_step([this](int64_t tokens, double seconds) { step_guesses_.record_draft(tokens, seconds); });
     } catch (const Error& e) {
       fail("the draft model's KV cache of {} positions: {} (raise --kv-budget or lower -c)", d.n_ctx, e.what());
     }
@@ -431,7 +432,7 @@ void Scheduler::push_next() {
         ++other;
         continue;
       }
-      proposals.push_back({k, c.draft->acceptance()});
+      proposals.push_back({k, c.draft->acceptance(), static_cast<bool>(c.draft_sampler)});
       wanted.push_back(std::move(w));
     }
   const std::vector<int64_t> take = step_guesses_.take(proposals, other);

@@ -523,5 +523,39 @@ TEST(StepGuesses, GuessesGoInWhileTheyRaiseTokensPerSecond) {
   EXPECT_GT(t[1], t[0]);
 }
 
+// A draft model's guess costs the target's compute and the draft's step too:
+// alone, each drafted guess needs a draft step of its own (15 ms + 4 ms n), so
+// fewer go in than for free guesses kept as often; guesses of several
+// sequences at one depth share that step. Until the draft was timed, its
+// guesses are weighed as free ones (the first ones time it).
+TEST(StepGuesses, ADraftedGuessPaysForTheDraftsStepToo) {
+  StepGuesses g;
+  for (int i = 0; i < 50; ++i)
+    for (int64_t n : {1, 2, 4, 8}) g.record(n, 0.045 + 0.013 * static_cast<double>(n));
+  const std::vector<StepGuesses::Proposal> free_one = {{8, 0.9, false}}, drafted_one = {{8, 0.9, true}};
+  EXPECT_EQ(g.take(drafted_one, 0), g.take(free_one, 0)) << "the draft untimed";
+  for (int i = 0; i < 50; ++i)
+    for (int64_t n : {1, 2, 4, 8}) g.record_draft(n, 0.015 + 0.004 * static_cast<double>(n));
+  // Alone: guess i goes in while 0.9^i S > (13 + 4 + 15 ms) T.
+  std::vector<int64_t> want = {0};
+  double tokens = 1, seconds = 0.045 + 0.013, q = 0.9;
+  const double c = 0.013 + 0.004 + 0.015;
+  while (want[0] < 8 && q * seconds > c * tokens) ++want[0], tokens += q, seconds += c, q *= 0.9;
+  const std::vector<int64_t> alone = g.take(drafted_one, 0);
+  EXPECT_EQ(alone, want);
+  EXPECT_LT(alone[0], g.take(free_one, 0)[0]);
+  EXPECT_GE(alone[0], 1);
+  // Four sequences (T/S already 41 tokens/s): one drafted guess alone, 0.9
+  // tokens for 32 ms, would lower it; four share the depth's draft step, 3.6
+  // tokens for 15 + 4 x 17 ms, and raise it.
+  const std::vector<StepGuesses::Proposal> four(4, {8, 0.9, true});
+  for (int64_t k : g.take(four, 0)) EXPECT_GE(k, 1);
+  const std::vector<StepGuesses::Proposal> four_and_one_drafting = {
+      {8, 0.9, true}, {8, 0.9, false}, {8, 0.9, false}, {8, 0.9, false}};
+  const std::vector<int64_t> m = g.take(four_and_one_drafting, 0);
+  EXPECT_EQ(m[0], 0) << "one drafting sequence among four";
+  EXPECT_GT(m[1], 0) << "free guesses kept as often go in";
+}
+
 }  // namespace
 }  // namespace tally
