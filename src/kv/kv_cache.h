@@ -42,7 +42,9 @@
 // The prefix cache: every full block of a sequence whose tokens are known is
 // indexed under hash(parent block's key, the block's token ids) (PrefixIndex);
 // a hit is verified against the block's tokens and its parent, so a hash
-// collision costs a miss, never a wrong cache.
+// collision costs a miss, never a wrong cache. A hit is whole blocks but may
+// end inside its last one (at the limit asked for): that block stays keyed
+// and shared, so the sequence's first write copies it.
 //
 // The disk tier (kv_disk.h): each block the prefix cache keys is also written
 // to disk as it is keyed (write-through: the window layers' K/V are at hand
