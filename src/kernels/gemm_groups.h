@@ -301,7 +301,7 @@ __attribute__((always_inline)) inline void group_tile(const WeightMatrix& w, con
 }
 
 // One tile of the n (1 <= n <= N) tokens left after the full tiles: a step
-// of a token and a few guesses (speculation verifies 2-9 tokens) unpacks each
+// of a token and a few guesses (speculation's verification) unpacks each
 // weight load once, instead of once per token of a remainder.
 template <DType kType, class L, int N>
 __attribute__((always_inline)) inline void last_tile(const WeightMatrix& w, const ActivationPack& x, float* y,

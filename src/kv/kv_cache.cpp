@@ -72,7 +72,7 @@ KvCache::SeqId KvCache::new_sequence(int64_t max_len) {
 KvCache::SeqId KvCache::create_sequence(int64_t max_len) { return new_sequence(max_len); }
 
 int64_t KvCache::covering(std::span<const int32_t> tokens, int64_t limit) const {
-  return std::min((limit + block_size() - 1) / block_size() * block_size(), static_cast<int64_t>(tokens.size()));
+  return std::min(blocks_for(limit) * block_size(), static_cast<int64_t>(tokens.size()));
 }
 
 std::vector<int32_t> KvCache::cached_prefix(std::span<const int32_t> tokens, int64_t limit,
@@ -91,10 +91,11 @@ std::vector<int32_t> KvCache::cached_prefix(std::span<const int32_t> tokens, int
 
 KvCache::PrefixProbe KvCache::probe_prefix(std::span<const int32_t> tokens, int64_t limit) const {
   PrefixProbe p;
+  limit = std::min(limit, static_cast<int64_t>(tokens.size()));
   const std::vector<int32_t> found = cached_prefix(tokens, limit, nullptr);
   for (int32_t b : found) p.evictable_blocks += alloc_.owners(b) == 0;
   const int64_t in_ram = static_cast<int64_t>(found.size());
-  p.positions = hit_length(in_ram, std::min(limit, static_cast<int64_t>(tokens.size())));
+  p.positions = hit_length(in_ram, limit);
   if (disk_) {
     const int64_t bs = block_size(), cover = covering(tokens, limit);
     BlockDigest d = disk_->root();
@@ -105,7 +106,7 @@ KvCache::PrefixProbe KvCache::probe_prefix(std::span<const int32_t> tokens, int6
       if (!disk_->has(d)) break;
       ++on_disk;
     }
-    p.disk_positions = hit_length(in_ram + on_disk, std::min(limit, static_cast<int64_t>(tokens.size()))) - p.positions;
+    p.disk_positions = hit_length(in_ram + on_disk, limit) - p.positions;
   }
   return p;
 }
