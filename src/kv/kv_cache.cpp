@@ -1,6 +1,9 @@
 #include "kv/kv_cache.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -59,6 +62,11 @@ KvCache::KvCache(const KvShape& shape, const KvCacheOptions& o)
     disk_ = std::make_unique<KvDisk>(o.disk, KvDiskLayout{o.model_fingerprint, storage_.type(), storage_.block_size(),
                                                           shape.n_layer, storage_.n_window_layers(),
                                                           storage_.block_bytes()});
+  // A restore holds its files open until it is read: half the process's
+  // limit at most (more blocks than that are read at once instead).
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0)
+    max_open_files_ = files.rlim_cur == RLIM_INFINITY ? int64_t{1} << 20 : static_cast<int64_t>(files.rlim_cur / 2);
 }
 
 KvCache::SeqId KvCache::new_sequence(int64_t max_len) {
@@ -113,6 +121,14 @@ KvCache::PrefixProbe KvCache::probe_prefix(std::span<const int32_t> tokens, int6
 
 KvCache::SeqId KvCache::create_sequence_from_prefix(std::span<const int32_t> tokens, int64_t limit, int64_t max_len,
                                                     int64_t* from_disk) {
+  // A prompt that starts as the sequence being restored does would find its
+  // blocks in RAM once they are indexed: it waits for them.
+  if (restore_) {
+    const auto pending = std::span<const int32_t>(seqs_.get(restore_seq_).tokens);
+    const size_t n = static_cast<size_t>(block_size());
+    if (tokens.size() >= n && pending.size() >= n && std::equal(tokens.begin(), tokens.begin() + n, pending.begin()))
+      settle_restore();
+  }
   const SeqId id = new_sequence(max_len);
   if (from_disk) *from_disk = 0;
   if (!index_) return id;
@@ -123,7 +139,7 @@ KvCache::SeqId KvCache::create_sequence_from_prefix(std::span<const int32_t> tok
   for (int32_t b : s.blocks) take_block(b);
   const size_t in_ram = s.blocks.size();
   if (disk_) {
-    restore_from_disk(s, tokens, limit);
+    restore_from_disk(id, tokens, limit);
     // A prefix serves only as far as its window range has slots (a block
     // whose load failed leaves the range over restored blocks without any).
     while (windowed() && s.blocks.size() > in_ram) {
@@ -182,7 +198,8 @@ void KvCache::write_block(int32_t block, const KvSequence& s, int64_t i) {
   });
 }
 
-void KvCache::restore_from_disk(KvSequence& s, std::span<const int32_t> tokens, int64_t limit) {
+void KvCache::restore_from_disk(SeqId id, std::span<const int32_t> tokens, int64_t limit) {
+  KvSequence& s = seqs_.get(id);
   const int64_t bs = block_size();
   auto block_tokens = [&](int64_t i) {
     return tokens.subspan(static_cast<size_t>(i * bs), static_cast<size_t>(bs));
@@ -207,41 +224,122 @@ void KvCache::restore_from_disk(KvSequence& s, std::span<const int32_t> tokens, 
       std::min(names.size(), static_cast<size_t>(std::max<int64_t>(alloc_.available_blocks(), 0)))));
   const int64_t end = first + static_cast<int64_t>(names.size());
   const int64_t window_first = windowed() ? window_first_block(hit_length(end, limit)) : end;
+  // The blocks the hit fills are read on a thread (their payloads checked
+  // after); a partly used last block is read now, as the first write copies it.
+  const int64_t later_end = windowed() ? first : std::min(end, hit_length(end, limit) / bs);
+  const bool later = later_end - first <= max_open_files_;
+  std::vector<KvRestore::Block> reads;
   for (int64_t i = first; i < end; ++i) {
     const bool slot = windowed() && i >= window_first;
     if (alloc_.available_blocks() == 0 || (slot && !reserve_window_slots(1))) break;
-    const int32_t b = fresh_block(slot);
     const auto t = block_tokens(i);
-    const bool ok = disk_->get(
-        names[static_cast<size_t>(i - first)], i == 0 ? disk_->root() : s.digests.back(), t, slot,
-        [&](const uint8_t* p, bool window) {
-          const uint64_t bb = storage_.block_bytes();
-          auto put = [&](int64_t layer, int64_t into) {
-            std::memcpy(storage_.k_block(layer, into), p, bb);
-            std::memcpy(storage_.v_block(layer, into), p + bb, bb);
-            p += 2 * bb;
-          };
+    const BlockDigest& name = names[static_cast<size_t>(i - first)];
+    const BlockDigest& parent_name = i == 0 ? disk_->root() : s.digests.back();
+    const bool reading = later && i < later_end;
+    int32_t b = -1;
+    if (reading) {
+      const auto t0 = std::chrono::steady_clock::now();
+      std::optional<KvDiskFile> f = disk_->open(name, parent_name, t, false);
+      disk_->count_load_time(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      if (!f) break;
+      b = fresh_block(false);
+      KvRestore::Block r{std::move(*f), {}, {}};
+      for (int64_t l = 0; l < storage_.shape().n_layer; ++l) {
+        r.k.push_back(storage_.k_block(l, b));
+        r.v.push_back(storage_.v_block(l, b));
+      }
+      reads.push_back(std::move(r));
+    } else {
+      b = fresh_block(slot);
+      const bool ok = disk_->get(name, parent_name, t, slot, [&](const uint8_t* p, bool window) {
+        const uint64_t bb = storage_.block_bytes();
+        auto put = [&](int64_t layer, int64_t into) {
+          std::memcpy(storage_.k_block(layer, into), p, bb);
+          std::memcpy(storage_.v_block(layer, into), p + bb, bb);
+          p += 2 * bb;
+        };
+        for (int64_t l = 0; l < storage_.shape().n_layer; ++l)
+          if (!storage_.window_layer(l)) put(l, b);
+        if (window && slot)
           for (int64_t l = 0; l < storage_.shape().n_layer; ++l)
-            if (!storage_.window_layer(l)) put(l, b);
-          if (window && slot)
-            for (int64_t l = 0; l < storage_.shape().n_layer; ++l)
-              if (storage_.window_layer(l)) put(l, slots_.slot(b));
-        });
-    if (!ok) {
-      release_block(b);
-      break;
+            if (storage_.window_layer(l)) put(l, slots_.slot(b));
+      });
+      if (!ok) {
+        release_block(b);
+        break;
+      }
     }
     const int32_t parent = i == 0 ? -1 : s.blocks.back();
     const uint64_t key = PrefixIndex::chain(i == 0 ? PrefixIndex::kRootKey : s.keys.back(), t);
-    index_->insert(b, key, t, parent, parent < 0 ? 0 : alloc_.version(parent));  // false: a colliding key; unindexed
+    // A block still being read is indexed when it passed its checks (settle_restore).
+    if (!reading)
+      index_->insert(b, key, t, parent, parent < 0 ? 0 : alloc_.version(parent));  // false: a colliding key; unindexed
     s.blocks.push_back(b);
     s.keys.push_back(key);
-    s.digests.push_back(names[static_cast<size_t>(i - first)]);
+    s.digests.push_back(name);
   }
+  if (reads.empty()) return;
+  settle_restore();  // one at a time
+  restore_ = std::make_unique<KvRestore>(std::move(reads), storage_.block_bytes());
+  restore_seq_ = id;
+  restore_first_ = first;
+}
+
+void KvCache::settle_restore() {
+  if (!restore_) return;
+  const std::unique_ptr<KvRestore> r = std::move(restore_);
+  const std::vector<char>& passed = r->finish();
+  disk_->count_load_time(r->seconds());
+  KvSequence& s = seqs_.get(restore_seq_);  // alive: freeing or truncating it settles first
+  const int64_t bs = block_size();
+  size_t bad = passed.size();
+  for (size_t j = 0; j < passed.size(); ++j) {
+    disk_->done(r->blocks()[j].file, passed[j] != 0);
+    if (!passed[j] && bad == passed.size()) bad = j;
+  }
+  // Blocks before the first bad one are indexed as if computed here; from it
+  // on the sequence evaluates its positions again (later blocks passed, but
+  // the step that read them read the bad one too).
+  for (size_t j = 0; j < bad; ++j) {
+    const size_t i = static_cast<size_t>(restore_first_) + j;
+    const int32_t parent = i == 0 ? -1 : s.blocks[i - 1];
+    index_->insert(s.blocks[i], s.keys[i], std::span<const int32_t>(s.tokens).subspan(i * static_cast<size_t>(bs),
+                                                                                     static_cast<size_t>(bs)),
+                   parent, parent < 0 ? 0 : alloc_.version(parent));
+  }
+  if (bad == passed.size()) return;
+  const int64_t i = restore_first_ + static_cast<int64_t>(bad);
+  // The partly used last block loaded at once (keyed) stays keyed: its file
+  // passed, and its K/V are those of this prefix.
+  if (static_cast<int64_t>(s.keys.size()) > i) s.keys.resize(static_cast<size_t>(i));
+  if (static_cast<int64_t>(s.digests.size()) > i) s.digests.resize(static_cast<size_t>(i));
+  s.stale_from = s.stale_from < 0 ? i * bs : std::min(s.stale_from, i * bs);
+}
+
+int64_t KvCache::settle(SeqId seq) {
+  if (restore_ && restore_seq_ == seq) settle_restore();
+  return std::exchange(seqs_.get(seq).stale_from, -1);
+}
+
+std::span<const int32_t> KvCache::tokens(SeqId seq, int64_t from, int64_t to) const {
+  const KvSequence& s = seqs_.get(seq);
+  if (!s.keyable || from < 0 || from > to || to > static_cast<int64_t>(s.tokens.size()))
+    fail("sequence {} does not know the tokens of positions [{}, {})", seq.index, from, to);
+  return std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(from), static_cast<size_t>(to - from));
+}
+
+void KvCache::check_readable(SeqId seq, int64_t pos) const {
+  if (restore_ && restore_seq_ == seq)
+    fail("sequence {} is still being read from the disk tier: read its K/V after its first step", seq.index);
+  const int64_t stale = seqs_.get(seq).stale_from;
+  if (stale >= 0 && pos >= stale)
+    fail("position {} of sequence {} failed its disk check and is evaluated again by its next step", pos, seq.index);
 }
 
 KvCache::SeqId KvCache::fork(SeqId src) {
-  seqs_.get(src);  // refuses a stale or unknown id before an entry is taken
+  settle_if(src);
+  if (seqs_.get(src).stale_from >= 0)  // also refuses a freed or unknown id before an entry is taken
+    fail("sequence {} has positions to evaluate again; fork it after its next step", src.index);
   const SeqId id = new_sequence(seqs_.get(src).max_len);
   KvSequence& s = seqs_.get(id);
   const KvSequence& from = seqs_.get(src);
@@ -258,6 +356,9 @@ KvCache::SeqId KvCache::fork(SeqId src) {
 }
 
 KvCache::SeqId KvCache::fork_copy(SeqId src) {
+  settle_if(src);
+  if (seqs_.get(src).stale_from >= 0)
+    fail("sequence {} has positions to evaluate again; copy it after its next step", src.index);
   const int64_t n = static_cast<int64_t>(seqs_.get(src).blocks.size());
   if (n > alloc_.available_blocks())
     fail("KV cache out of blocks: a copy of {} blocks, {} of {} available", n, alloc_.available_blocks(),
@@ -284,6 +385,7 @@ KvCache::SeqId KvCache::fork_copy(SeqId src) {
 }
 
 void KvCache::free_sequence(SeqId seq) {
+  settle_if(seq);  // the blocks that passed stay cached
   KvSequence& s = seqs_.get(seq);
   release_window(s);
   // Last block first: a cached prefix loses its tail before its head.
@@ -501,6 +603,7 @@ bool KvCache::holds(int64_t layer, SeqId seq, int64_t pos) const {
 }
 
 void KvCache::truncate(SeqId seq, int64_t n) {
+  settle_if(seq);
   KvSequence& s = seqs_.get(seq);
   if (n < 0 || n > s.length) fail("cannot truncate sequence {} of {} positions to {}", seq.index, s.length, n);
   if (const int64_t m = resume_point(seq, n); m != n)
@@ -515,6 +618,7 @@ void KvCache::truncate(SeqId seq, int64_t n) {
     s.blocks.pop_back();
   }
   s.length = n;
+  if (s.stale_from >= n) s.stale_from = -1;
   if (s.keyable) s.tokens.resize(static_cast<size_t>(n));
   if (static_cast<int64_t>(s.keys.size()) > n / bs) s.keys.resize(static_cast<size_t>(n / bs));
   if (static_cast<int64_t>(s.digests.size()) > n / bs) s.digests.resize(static_cast<size_t>(n / bs));
@@ -546,22 +650,26 @@ void KvCache::store(int64_t layer, SeqId seq, int64_t pos, const float* k, const
 }
 
 void KvCache::load(int64_t layer, SeqId seq, int64_t pos, float* k, float* v) const {
+  check_readable(seq, pos);
   const Row r = locate(layer, seq, pos, "load");
   storage_.load(layer, r.block, r.row, k, v);
 }
 
 void KvCache::store_raw(int64_t layer, SeqId seq, int64_t pos, const uint8_t* k, const uint8_t* v) {
+  settle_if(seq);
   const Row r = locate(layer, seq, pos, "store");
   storage_.store_raw(layer, r.block, r.row, k, v);
 }
 
 void KvCache::load_raw(int64_t layer, SeqId seq, int64_t pos, uint8_t* k, uint8_t* v) const {
+  check_readable(seq, pos);
   const Row r = locate(layer, seq, pos, "load");
   storage_.load_raw(layer, r.block, r.row, k, v);
 }
 
 KvLayerView KvCache::view(int64_t layer, SeqId seq) const {
   const KvSequence& s = seqs_.get(seq);
+  if (restore_ && restore_seq_ == seq) restore_->wait_layer(layer);
   KvLayerView v;
   v.k_layer = storage_.k_block(layer, 0);
   v.v_layer = storage_.v_block(layer, 0);

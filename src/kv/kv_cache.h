@@ -51,8 +51,18 @@
 // then, and a crash loses nothing), and a prefix lookup that ends in RAM
 // goes on on disk, loading the blocks it finds into fresh pool blocks that
 // are then indexed as if computed here. A sliding-window model's blocks get
-// window slots only inside the window range of the prefix restored. One
-// thread owns a KvCache (not thread-safe).
+// window slots only inside the window range of the prefix restored.
+//  - Reads overlap the prefill (kv_restore.h): a restore checks each file's
+//    identity at once and reads the payloads of the blocks the hit fills on a
+//    thread, layer by layer; view() of the restored sequence waits for its
+//    layer, and the step that ran over it calls settle(), which waits for the
+//    checksums and indexes the blocks that passed. A block that failed makes
+//    its positions and all later ones stale: the step evaluates them again
+//    before its output is used. Until then the blocks are unindexed and the
+//    sequence's alone; anything else that reads or changes that sequence
+//    settles first. (The partly used last block of a hit, which a write
+//    copies, and caches with window layers are loaded at once.)
+// One thread owns a KvCache (not thread-safe).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -64,6 +74,7 @@
 #include "kernels/kv_layer_view.h"
 #include "kv/block_allocator.h"
 #include "kv/kv_disk.h"
+#include "kv/kv_restore.h"
 #include "kv/kv_storage.h"
 #include "kv/prefix_index.h"
 #include "kv/sequence_table.h"
@@ -203,7 +214,16 @@ class KvCache {
   // rounded or quantized to the cache's type (kernels/kv_quant.h).
   // PRECONDITION: pos < length(seq) (reserved by begin_write).
   void store(int64_t layer, SeqId seq, int64_t pos, const float* k, const float* v);
+  // The K/V of `layer` as the attention kernels read them (waits for a
+  // restore still reading that layer into seq).
   KvLayerView view(int64_t layer, SeqId seq) const;
+  // After a step over seq: waits for a restore still reading into it, and
+  // returns the first position whose K/V failed their disk check after the
+  // step read them, which the caller evaluates again up to the step's start
+  // (with the tokens below) before using its output, or -1. Forgets it.
+  int64_t settle(SeqId seq);
+  // The tokens of positions [from, to) of a sequence whose tokens are known.
+  std::span<const int32_t> tokens(SeqId seq, int64_t from, int64_t to) const;
   // Reads one position's K and V back as f32 (n_kv_head * head_dim each).
   void load(int64_t layer, SeqId seq, int64_t pos, float* k, float* v) const;
   // The same in the cache's own number format, kv heads back to back
@@ -240,7 +260,15 @@ class KvCache {
   // prefix found in RAM continued from disk (the window cut left to the caller).
   void name_blocks(KvSequence& s);
   void write_block(int32_t block, const KvSequence& s, int64_t i);
-  void restore_from_disk(KvSequence& s, std::span<const int32_t> tokens, int64_t limit);
+  void restore_from_disk(SeqId id, std::span<const int32_t> tokens, int64_t limit);
+  // The restore still reading (if any): waits for it, indexes the blocks that
+  // passed, marks the rest of its sequence stale.
+  void settle_restore();
+  void settle_if(SeqId seq) {
+    if (restore_ && restore_seq_ == seq) settle_restore();
+  }
+  // Refuses to read K/V of seq that is not known good yet.
+  void check_readable(SeqId seq, int64_t pos) const;
 
   // The allocator and the prefix index together.
   bool indexed(int32_t block) const { return index_ && index_->indexed(block); }
@@ -275,6 +303,13 @@ class KvCache {
   int64_t n_ctx_;
   int64_t window_ = 0;
   uint64_t lookups_ = 0, hit_tokens_ = 0, disk_hit_tokens_ = 0, copied_blocks_ = 0, copied_bytes_ = 0;
+  // The restore still reading (after storage_: destroyed first, so its thread
+  // never writes into a freed pool), its sequence and that sequence's first
+  // block it reads. At most one at a time: a new one settles the last.
+  std::unique_ptr<KvRestore> restore_;
+  SeqId restore_seq_{};
+  int64_t restore_first_ = 0;
+  int64_t max_open_files_ = 0;  // block files a restore may hold open at once
 };
 
 }  // namespace tally

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <system_error>
+#include <utility>
 
 #include "core/error.h"
 #include "core/sha256.h"
@@ -223,69 +224,117 @@ void KvDisk::put(const BlockDigest& d, const BlockDigest& parent, std::span<cons
   stats_.bytes_written += buf_.size();
 }
 
-bool KvDisk::get(const BlockDigest& d, const BlockDigest& parent, std::span<const int32_t> tokens, bool need_window,
-                 const std::function<void(const uint8_t*, bool)>& use) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const std::string path = path_of(d), name = hex(d) + kSuffix;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) {
-    forget(name);
-    return false;
+KvDiskFile::KvDiskFile(KvDiskFile&& o) noexcept
+    : fd(std::exchange(o.fd, -1)), name(std::move(o.name)), size(o.size), head(std::move(o.head)), window(o.window) {}
+
+KvDiskFile& KvDiskFile::operator=(KvDiskFile&& o) noexcept {
+  if (this != &o) {
+    if (fd >= 0) ::close(fd);
+    fd = std::exchange(o.fd, -1);
+    name = std::move(o.name);
+    size = o.size;
+    head = std::move(o.head);
+    window = o.window;
   }
-  auto bad = [&] {
-    ::close(fd);
-    ::unlink(path.c_str());
-    forget(name);
-    ++stats_.corrupt;
-    return false;
-  };
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return bad();
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
-  // A newer tally's file (sharing the folder): whatever its size, not ours to judge or remove.
-  uint8_t head[12];
-  if (size >= sizeof head && ::pread(fd, head, sizeof head, 0) == static_cast<ssize_t>(sizeof head) &&
-      std::memcmp(head, kMagic, 8) == 0 && get_u32(head + 8) > kVersion) {
-    ::close(fd);
-    forget(name);
-    ++stats_.newer;
-    return false;
-  }
-  const uint64_t most = kHeaderBytes + tokens.size() * 4 + payload_bytes(true) + 32;
-  if (size < kHeaderBytes + 32 || size > most) return bad();
-  buf_.resize(size);
-  for (uint64_t got = 0; got < size;) {
-    const ssize_t r = ::pread(fd, buf_.data() + got, size - got, static_cast<off_t>(got));
+  return *this;
+}
+
+KvDiskFile::~KvDiskFile() {
+  if (fd >= 0) ::close(fd);
+}
+
+bool KvDiskFile::read(uint64_t offset, void* into, uint64_t n) const {
+  auto* out = static_cast<uint8_t*>(into);
+  for (uint64_t got = 0; got < n;) {
+    const ssize_t r = ::pread(fd, out + got, n - got, static_cast<off_t>(offset + got));
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return bad();
+    if (r <= 0) return false;
     got += static_cast<uint64_t>(r);
   }
-  const uint8_t* p = buf_.data();
+  return true;
+}
+
+std::optional<KvDiskFile> KvDisk::open(const BlockDigest& d, const BlockDigest& parent,
+                                       std::span<const int32_t> tokens, bool need_window) {
+  KvDiskFile f;
+  f.name = hex(d) + kSuffix;
+  f.fd = ::open(path_of(d).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (f.fd < 0) {
+    forget(f.name);
+    return std::nullopt;
+  }
+  auto bad = [&]() -> std::optional<KvDiskFile> {
+    done(f, false);
+    return std::nullopt;
+  };
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode)) return bad();
+  f.size = static_cast<uint64_t>(st.st_size);
+  // A newer tally's file (sharing the folder): whatever its size, not ours to judge or remove.
+  uint8_t magic[12];
+  if (f.size >= sizeof magic && f.read(0, magic, sizeof magic) && std::memcmp(magic, kMagic, 8) == 0 &&
+      get_u32(magic + 8) > kVersion) {
+    forget(f.name);
+    ++stats_.newer;
+    return std::nullopt;
+  }
+  const uint64_t head_bytes = kHeaderBytes + tokens.size() * 4;
+  if (f.size < head_bytes + 32 || f.size > head_bytes + payload_bytes(true) + 32) return bad();
+  f.head.resize(head_bytes);
+  if (!f.read(0, f.head.data(), head_bytes)) return bad();
+  const uint8_t* p = f.head.data();
   const uint32_t flags = get_u32(p + 12);
-  const bool window = flags == kWindowFlag;
-  if (std::memcmp(p, kMagic, 8) != 0 || get_u32(p + 8) != kVersion || (flags != 0 && !window)) return bad();
+  f.window = flags == kWindowFlag;
+  if (std::memcmp(p, kMagic, 8) != 0 || get_u32(p + 8) != kVersion || (flags != 0 && !f.window)) return bad();
   if (std::memcmp(p + 16, root_.data(), 32) != 0 || std::memcmp(p + 48, d.data(), 32) != 0 ||
       std::memcmp(p + 80, parent.data(), 32) != 0)
     return bad();
   if (get_u32(p + 112) != layout_.block_size || get_u32(p + 116) != layout_.n_layer ||
       get_u32(p + 120) != layout_.n_window_layers || get_u32(p + 124) != 0 ||
-      get_u64(p + 128) != payload_bytes(window))
+      get_u64(p + 128) != payload_bytes(f.window))
     return bad();
-  if (size != kHeaderBytes + tokens.size() * 4 + payload_bytes(window) + 32) return bad();
+  if (f.size != head_bytes + payload_bytes(f.window) + 32) return bad();
   for (size_t i = 0; i < tokens.size(); ++i)
     if (get_u32(p + kHeaderBytes + 4 * i) != static_cast<uint32_t>(tokens[i])) return bad();
-  Sha256 h;
-  h.update(p, size - 32);
-  const BlockDigest sum = h.digest();
-  if (std::memcmp(p + size - 32, sum.data(), 32) != 0) return bad();
-  ::futimens(fd, nullptr);  // its last use, for the LRU order of the next scan
-  ::close(fd);
-  remember(name, size);
-  if (need_window && !window) return false;  // whole, but written after its window slot was given back
-  use(p + kHeaderBytes + tokens.size() * 4, window);
+  if (need_window && !f.window) {  // whole, but written after its window slot was given back
+    remember(f.name, f.size);
+    return std::nullopt;
+  }
+  return f;
+}
+
+void KvDisk::done(const KvDiskFile& f, bool passed) {
+  if (!passed) {
+    ::unlink((dir_ + "/" + f.name).c_str());
+    forget(f.name);
+    ++stats_.corrupt;
+    return;
+  }
+  ::futimens(f.fd, nullptr);  // its last use, for the LRU order of the next scan
+  remember(f.name, f.size);
   ++stats_.hits;
-  stats_.bytes_read += size;
-  stats_.load_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stats_.bytes_read += f.size;
+}
+
+bool KvDisk::get(const BlockDigest& d, const BlockDigest& parent, std::span<const int32_t> tokens, bool need_window,
+                 const std::function<void(const uint8_t*, bool)>& use) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::optional<KvDiskFile> f = open(d, parent, tokens, need_window);
+  if (!f) return false;
+  const uint64_t head = f->head.size(), payload = f->size - head - 32;
+  buf_.resize(payload + 32);
+  bool ok = f->read(head, buf_.data(), payload + 32);
+  if (ok) {
+    Sha256 h;
+    h.update(f->head.data(), head);
+    h.update(buf_.data(), payload);
+    const BlockDigest sum = h.digest();
+    ok = std::memcmp(buf_.data() + payload, sum.data(), 32) == 0;
+  }
+  done(*f, ok);
+  if (!ok) return false;
+  use(buf_.data(), f->window);
+  count_load_time(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return true;
 }
 

@@ -23,8 +23,10 @@
 // one under its name was written whole; a torn, altered, truncated or
 // foreign one fails the checks on load, is removed, counted (corrupt) and is
 // a miss; one of a newer format version is a miss left in place (a newer
-// tally sharing the folder wrote it). Nothing read is used before every check
-// passed.
+// tally sharing the folder wrote it). get() uses nothing before every check
+// passed; open() checks all but the payload's checksum, for a reader that
+// uses the payload before its checksum is known (KvRestore) and is ready to
+// compute those positions again when done() says it failed.
 //
 // Budget: the files this tier knows (those of its start-up scan and those it
 // wrote since) stay within budget_bytes: a write first removes the least
@@ -43,6 +45,7 @@
 #include <cstdint>
 #include <functional>
 #include <list>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -97,6 +100,24 @@ struct KvDiskUsage {
   int64_t temporary = 0;  // writes a killed process left behind
 };
 
+// A block file whose identity checked out (format, layout, name, parent,
+// tokens, size) and whose payload and checksum are still to be read and
+// checked: get() reads it at once, KvRestore layer by layer on a thread of
+// its own. Owns the open file; move-only.
+struct KvDiskFile {
+  int fd = -1;
+  std::string name;           // in the folder
+  uint64_t size = 0;          // the whole file's
+  std::vector<uint8_t> head;  // the bytes before the payload (where the checksum starts)
+  bool window = false;        // the window layers' K/V follow the full layers'
+  KvDiskFile() = default;
+  KvDiskFile(KvDiskFile&& o) noexcept;
+  KvDiskFile& operator=(KvDiskFile&& o) noexcept;
+  ~KvDiskFile();
+  // Reads n bytes at `offset` of the file (whole or false: an error or a short file).
+  bool read(uint64_t offset, void* into, uint64_t n) const;
+};
+
 class KvDisk {
  public:
   // Opens (creating) the folder and scans its block files. Throws
@@ -121,6 +142,15 @@ class KvDisk {
   // is false; a bad one is removed, counted and false.
   bool get(const BlockDigest& d, const BlockDigest& parent, std::span<const int32_t> tokens, bool need_window,
            const std::function<void(const uint8_t* payload, bool window)>& use);
+  // get() in two halves, for reads that go on while the pool is used: open()
+  // checks all but the payload's checksum (a missing or bad file, or one
+  // without the window layers' K/V when need_window, is nullopt, as in get());
+  // done() takes the verdict of the checksum once the payload was read: a
+  // pass counts a hit and its bytes, a fail removes and counts the file.
+  std::optional<KvDiskFile> open(const BlockDigest& d, const BlockDigest& parent, std::span<const int32_t> tokens,
+                                 bool need_window);
+  void done(const KvDiskFile& f, bool passed);
+  void count_load_time(double seconds) { stats_.load_seconds += seconds; }
   void count_miss() { ++stats_.misses; }
 
   uint64_t payload_bytes(bool window) const;

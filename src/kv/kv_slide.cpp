@@ -12,6 +12,7 @@ namespace tally {
 
 void KvCache::remove_positions(SeqId seq, int64_t from, int64_t n,
                                const std::function<void(int64_t, float*)>& fix_key) {
+  settle_if(seq);
   KvSequence& s = seqs_.get(seq);
   if (from < 0 || n < 0 || from + n > s.length)
     fail("cannot remove positions [{}, {}) of sequence {} of {} positions", from, from + n, seq.index, s.length);

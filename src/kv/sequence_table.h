@@ -32,6 +32,9 @@ struct KvSequence {
   bool keyable = true;          // every token known: its full blocks get prefix-cache keys
   std::vector<uint64_t> keys;   // keys of blocks [0, keys.size()): the full blocks keyed so far
   std::vector<BlockDigest> digests;  // with a disk tier: the names of blocks [0, digests.size() <= keys.size())
+  // Positions from here on hold K/V that a step read before their disk
+  // check failed (-1: none): the step evaluates them again (KvCache::settle).
+  int64_t stale_from = -1;
   // Window layers only: each block's window slot (the block table those layers
   // read), and the blocks [held_first, held_end) counted as its window range in
   // the cache's WindowSlots.

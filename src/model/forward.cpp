@@ -8,6 +8,14 @@
 #include "kernels/ops.h"
 
 namespace tally {
+namespace {
+
+// The logits rows an entry asks for.
+int64_t logits_rows(const StepEntry& e) {
+  return e.logits == LogitsMode::All ? static_cast<int64_t>(e.tokens.size()) : e.logits == LogitsMode::Last ? 1 : 0;
+}
+
+}  // namespace
 
 Forward::Forward(const Model& model, ThreadPool& pool, int64_t max_tokens, int64_t max_context, int64_t logit_rows)
     : model_(model), pool_(pool), max_tokens_(max_tokens), max_context_(max_context), logit_rows_(logit_rows) {
@@ -167,7 +175,7 @@ int64_t Forward::check(std::span<const StepEntry> batch, bool cached) const {
     const StepEntry& e = batch[i];
     if (e.tokens.empty()) fail("step entry {} has no tokens", i);
     n += static_cast<int64_t>(e.tokens.size());
-    rows += e.logits == LogitsMode::All ? static_cast<int64_t>(e.tokens.size()) : e.logits == LogitsMode::Last ? 1 : 0;
+    rows += logits_rows(e);
     for (int32_t tok : e.tokens)  // check before touching the cache: nothing half-written
       if (tok < 0 || tok >= c.n_vocab) fail("token id {} is outside the vocabulary [0, {})", tok, c.n_vocab);
     if (cached)
@@ -191,8 +199,33 @@ void Forward::step(KvCache& kv, std::span<const StepEntry> batch) {
     throw;
   }
   run(&kv, batch);
+  // A restore from the disk tier may have read on while the layers ran: its
+  // checks end here, and what read a block that failed them is evaluated again.
+  for (size_t i = 0; i < batch.size(); ++i)
+    if (const int64_t from = kv.settle(batch[i].seq); from >= 0) evaluate_again(kv, batch, i, from);
   for (const StepEntry& e : batch)
     kv.end_write(e.seq, e.start + static_cast<int64_t>(e.tokens.size()) - e.guesses);
+}
+
+void Forward::evaluate_again(KvCache& kv, std::span<const StepEntry> batch, size_t i, int64_t from) {
+  const StepEntry& e = batch[i];
+  const int64_t V = model_.config().n_vocab;
+  int64_t rows = 0;
+  for (const StepEntry& x : batch) rows += logits_rows(x);
+  // The step's other rows are kept across the runs below (this path is rare:
+  // it allocates, and leaves hidden() with entry i's rows only).
+  std::vector<float> kept(logits_.begin(), logits_.begin() + rows * V);
+  const std::vector<int64_t> kept_rows = entry_row_;
+  const std::span<const int32_t> before = kv.tokens(e.seq, from, e.start);  // run() leaves them as they are
+  for (int64_t p = from; p < e.start; p += max_tokens_) {
+    const auto chunk = before.subspan(static_cast<size_t>(p - from), static_cast<size_t>(std::min(max_tokens_, e.start - p)));
+    const StepEntry c{e.seq, chunk, p, LogitsMode::None};
+    run(&kv, {&c, 1});
+  }
+  run(&kv, {&e, 1});
+  if (const int64_t own = logits_rows(e); own > 0) std::copy_n(logits_.begin(), own * V, kept.begin() + kept_rows[i] * V);
+  std::copy(kept.begin(), kept.end(), logits_.begin());
+  entry_row_ = kept_rows;
 }
 
 void Forward::eval(KvCache& kv, KvCache::SeqId seq, std::span<const int32_t> tokens, int64_t start, LogitsMode mode,
@@ -319,7 +352,7 @@ void Forward::run(KvCache* kv, std::span<const StepEntry> batch) {
   for (const StepEntry& e : batch) {
     const int64_t m = static_cast<int64_t>(e.tokens.size());
     const int64_t from = e.logits == LogitsMode::All ? first : first + m - 1;
-    const int64_t count = e.logits == LogitsMode::All ? m : e.logits == LogitsMode::Last ? 1 : 0;
+    const int64_t count = logits_rows(e);
     entry_row_.push_back(count > 0 ? rows : -1);
     std::copy_n(xn_.begin() + from * E, count * E, gather_.begin() + rows * E);
     rows += count;

@@ -11,7 +11,7 @@
 // A token's result does not depend on what else is in the step: every kernel
 // computes each (row, token) and each query the same way whatever the batch
 // (tested bit for bit). All buffers are allocated in the constructor; step()
-// allocates nothing. One thread drives a Forward (the pool does the rest).
+// allocates nothing (but on the rare path of a disk restore's failed check). One thread drives a Forward (the pool does the rest).
 // What the lab observes goes through ForwardHooks (forward_hooks.h).
 #include <cstdint>
 #include <span>
@@ -85,6 +85,10 @@ class Forward {
   // Attention of the n tokens at `layer` (a sliding-window layer sees only its window).
   uint64_t attention(int64_t n, int64_t layer);
   void run(KvCache* kv, std::span<const StepEntry> batch);
+  // Entry i's positions [from, start) and its own tokens again, after a disk
+  // restore's block failed its check under them (KvCache::settle); the
+  // step's logits rows stay where they were.
+  void evaluate_again(KvCache& kv, std::span<const StepEntry> batch, size_t i, int64_t from);
   KvLayerView chunk_view(int64_t n) const;
   int64_t check(std::span<const StepEntry> batch, bool cached) const;
 

@@ -4,8 +4,10 @@
 // never loaded; the budget holds, least recently used first; a folder that
 // is a file is refused. Through the engine: logits after a restore from disk
 // equal a cold run bit for bit (f16, q8_0, and Gemma 3's sliding-window
-// layers, whose slots behind the window are not restored); a slid stream's
-// blocks are never written.
+// layers, whose slots behind the window are not restored); a block whose
+// checksum fails only after the step read it (the payloads are read while the
+// step runs) is evaluated again, so the logits are still the cold run's; a
+// slid stream's blocks are never written.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -14,6 +16,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -381,6 +384,88 @@ TEST(KvDiskEngine, ACorruptBlockEndsTheRestoreThereAndTheLogitsStayExact) {
   EXPECT_EQ(logits_of(restored, prompt, &from_disk), expect);
   EXPECT_EQ(from_disk, 0);
   EXPECT_EQ(restored.cache_stats().disk.corrupt, 1u) << "the first bad block ends the lookup";
+}
+
+// The file of the prefix's block `index` (its parent chain followed from the root).
+fs::path chain_file(const fs::path& dir, size_t index) {
+  std::map<std::string, std::pair<std::string, fs::path>> by_parent;  // parent digest -> (digest, file)
+  std::string root;
+  for (const auto& f : block_files(dir)) {
+    std::ifstream in(f, std::ios::binary);
+    std::string head(112, '\0');
+    in.read(head.data(), 112);
+    root = head.substr(16, 32);
+    by_parent[head.substr(80, 32)] = {head.substr(48, 32), f};
+  }
+  std::string at = root;
+  for (size_t i = 0;; ++i) {
+    const auto& [digest, file] = by_parent.at(at);
+    if (i == index) return file;
+    at = digest;
+  }
+}
+
+void flip_byte(const fs::path& f, uint64_t offset) {
+  std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
+  io.seekg(static_cast<std::streamoff>(offset));
+  char c = 0;
+  io.read(&c, 1);
+  c = static_cast<char>(c ^ 0x40);
+  io.seekp(static_cast<std::streamoff>(offset));
+  io.write(&c, 1);
+}
+
+// The payloads of a restore are read while the step runs and checked after
+// it: a block whose checksum fails then is removed and counted, and the step
+// evaluates its positions and the later ones again before any logits are
+// used, so the output is the cold run's. Another prompt in the same step
+// keeps its own logits.
+TEST(KvDiskEngine, ABlockFailingItsChecksumAfterTheStepReadItIsEvaluatedAgain) {
+  const auto tm = test::make_tiny_model();
+  const auto prompt = test::token_pattern(45);
+  std::vector<int32_t> longer = prompt;
+  for (int i = 0; i < 12; ++i) longer.push_back((5 * i + 2) % 50);
+  std::vector<int32_t> other(20);
+  for (size_t i = 0; i < other.size(); ++i) other[i] = static_cast<int32_t>((7 * i + 3) % 50);
+  for (const size_t spoiled : {size_t{0}, size_t{2}, size_t{4}}) {
+    TempDir dir;
+    {
+      Engine writer(*tm->model, engine_opts(DType::F32, dir.str()));
+      logits_of(writer, prompt);
+    }
+    Engine cold(*tm->model, engine_opts(DType::F32, ""));
+    const auto expect = logits_of(cold, longer);
+    const auto expect_other = logits_of(cold, other);
+    const fs::path bad = chain_file(dir.path, spoiled);
+    flip_byte(bad, fs::file_size(bad) - 40);  // in the last layer's V: only the checksum sees it
+
+    Engine restored(*tm->model, engine_opts(DType::F32, dir.str()));
+    const Engine::Admission a = restored.admit(longer);
+    const Engine::Admission b = restored.admit(other);
+    ASSERT_TRUE(a.id && b.id);
+    EXPECT_EQ(a.disk_tokens, 40) << "the identity checks pass: the restore takes all five blocks";
+    const uint64_t steps = restored.counters().steps;
+    while (!restored.ready(*a.id) || !restored.ready(*b.id)) restored.step();
+    EXPECT_EQ(restored.counters().steps, steps + 1) << "both prompts in one step";
+    const auto got = restored.logits(*a.id), got_other = restored.logits(*b.id);
+    EXPECT_EQ(std::vector<float>(got.begin(), got.end()), expect) << "block " << spoiled;
+    EXPECT_EQ(std::vector<float>(got_other.begin(), got_other.end()), expect_other) << "block " << spoiled;
+    const KvCacheStats st = restored.cache_stats();
+    EXPECT_EQ(st.disk.corrupt, 1u);
+    EXPECT_EQ(st.disk.hits, 4u);
+    // The spoiled block again once evaluated, the tail's two full blocks and the other prompt's two.
+    EXPECT_EQ(st.disk.written, 5u);
+    restored.release(*a.id);
+    restored.release(*b.id);
+
+    // Nothing of the bad file is left: a new process restores every block and gets the cold logits.
+    Engine again(*tm->model, engine_opts(DType::F32, dir.str()));
+    int64_t from_disk = 0;
+    EXPECT_EQ(logits_of(again, longer, &from_disk), expect);
+    EXPECT_EQ(from_disk, 56);
+    EXPECT_EQ(again.cache_stats().disk.hits, 7u);
+    EXPECT_EQ(again.cache_stats().disk.corrupt, 0u);
+  }
 }
 
 TEST(KvDiskEngine, ASessionsFirstPromptTakesItsPrefixFromDisk) {
