@@ -30,7 +30,8 @@ class KvRestore {
     KvDiskFile file;            // identity checked (KvDisk::open), payload unread
     std::vector<uint8_t*> k, v;  // per layer, the pool memory its K and V go to
   };
-  // Starts reading. Every block's payload is its layers' K then V, block_bytes each.
+  // Starts reading (at once, on this thread, when no thread can be started).
+  // Every block's payload is its layers' K then V, block_bytes each.
   KvRestore(std::vector<Block> blocks, uint64_t block_bytes);
   ~KvRestore();
   KvRestore(const KvRestore&) = delete;
