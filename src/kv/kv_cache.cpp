@@ -269,14 +269,11 @@ void KvCache::restore_from_disk(SeqId id, std::span<const int32_t> tokens, int64
         break;
       }
     }
-    const int32_t parent = i == 0 ? -1 : s.blocks.back();
-    const uint64_t key = PrefixIndex::chain(i == 0 ? PrefixIndex::kRootKey : s.keys.back(), t);
-    // A block still being read is indexed when it passed its checks (settle_restore).
-    if (!reading)
-      index_->insert(b, key, t, parent, parent < 0 ? 0 : alloc_.version(parent));  // false: a colliding key; unindexed
+    s.keys.push_back(PrefixIndex::chain(i == 0 ? PrefixIndex::kRootKey : s.keys.back(), t));
     s.blocks.push_back(b);
-    s.keys.push_back(key);
     s.digests.push_back(name);
+    // A block still being read is indexed when it passed its checks (settle_restore).
+    if (!reading) index_block(s, static_cast<size_t>(i), t);
   }
   if (reads.empty()) return;
   settle_restore();  // one at a time
@@ -302,10 +299,7 @@ void KvCache::settle_restore() {
   // the step that read them read the bad one too).
   for (size_t j = 0; j < bad; ++j) {
     const size_t i = static_cast<size_t>(restore_first_) + j;
-    const int32_t parent = i == 0 ? -1 : s.blocks[i - 1];
-    index_->insert(s.blocks[i], s.keys[i], std::span<const int32_t>(s.tokens).subspan(i * static_cast<size_t>(bs),
-                                                                                     static_cast<size_t>(bs)),
-                   parent, parent < 0 ? 0 : alloc_.version(parent));
+    index_block(s, i, std::span<const int32_t>(s.tokens).subspan(i * static_cast<size_t>(bs), static_cast<size_t>(bs)));
   }
   if (bad == passed.size()) return;
   const int64_t i = restore_first_ + static_cast<int64_t>(bad);
@@ -314,6 +308,12 @@ void KvCache::settle_restore() {
   if (static_cast<int64_t>(s.keys.size()) > i) s.keys.resize(static_cast<size_t>(i));
   if (static_cast<int64_t>(s.digests.size()) > i) s.digests.resize(static_cast<size_t>(i));
   s.stale_from = s.stale_from < 0 ? i * bs : std::min(s.stale_from, i * bs);
+}
+
+void KvCache::index_block(const KvSequence& s, size_t i, std::span<const int32_t> tokens) {
+  const int32_t parent = i == 0 ? -1 : s.blocks[i - 1];
+  // false: another block has the key (a collision, or the same prefix); this one stays unindexed
+  index_->insert(s.blocks[i], s.keys[i], tokens, parent, parent < 0 ? 0 : alloc_.version(parent));
 }
 
 int64_t KvCache::settle(SeqId seq) {
@@ -559,10 +559,8 @@ void KvCache::end_write(SeqId seq, int64_t keyed_until) {
   for (int64_t i = static_cast<int64_t>(s.keys.size()); i < full; ++i) {
     const auto tokens = std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(i * bs), static_cast<size_t>(bs));
     s.keys.push_back(PrefixIndex::chain(i == 0 ? PrefixIndex::kRootKey : s.keys.back(), tokens));
-    const int32_t b = s.blocks[static_cast<size_t>(i)];
-    if (index_->indexed(b)) continue;  // taken from the cache
-    const int32_t parent = i == 0 ? -1 : s.blocks[static_cast<size_t>(i - 1)];
-    index_->insert(b, s.keys.back(), tokens, parent, parent < 0 ? 0 : alloc_.version(parent));  // false: another block has it
+    if (index_->indexed(s.blocks[static_cast<size_t>(i)])) continue;  // taken from the cache
+    index_block(s, static_cast<size_t>(i), tokens);
   }
   if (!disk_) return;
   const size_t named = s.digests.size();

@@ -270,6 +270,9 @@ class KvCache {
   // Refuses to read K/V of seq that is not known good yet.
   void check_readable(SeqId seq, int64_t pos) const;
 
+  // Indexes block i of s under s.keys[i] (its tokens given), as the child of block i - 1.
+  void index_block(const KvSequence& s, size_t i, std::span<const int32_t> tokens);
+
   // The allocator and the prefix index together.
   bool indexed(int32_t block) const { return index_ && index_->indexed(block); }
   int32_t fresh_block(bool with_slot);  // a free block (else the index's LRU one), with a window slot or without
