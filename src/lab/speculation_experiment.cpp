@@ -54,6 +54,7 @@ SpeculationReport measure_speculation(const Model& model, const Tokenizer& tok, 
     SessionOptions d = so;
     d.logit_rows = 0;
     d.n_ctx = s.n_ctx();
+    d.threads = s.engine().shared_threads();
     draft.emplace(*e.draft, d);
   }
   std::vector<int64_t> settings{0};

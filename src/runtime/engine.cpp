@@ -49,7 +49,7 @@ const EngineOptions& checked(const EngineOptions& o) {
 
 Engine::Engine(const Model& model, const EngineOptions& o) try
     : model_(model),
-      pool_(std::make_unique<ThreadPool>(threads_for(checked(o).n_threads))),
+      pool_(checked(o).threads ? o.threads : std::make_shared<ThreadPool>(threads_for(o.n_threads))),
       cache_(model.kv_shape(), cache_options(model, o)),
       // A step takes at most the budget and never more than the pool holds.
       forward_(model, *pool_, std::min(o.step_tokens, cache_.n_ctx()), cache_.n_ctx(),

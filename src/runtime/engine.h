@@ -1,7 +1,10 @@
 #pragma once
 // Many sequences on one model and one paged KV pool: the one runtime. The
-// engine owns the cache, the forward pass and the thread pool; continuous
-// batching, parallel sampling, beam search and the server drive its step(),
+// engine owns the cache and the forward pass, and runs on a thread pool of
+// its own or on one it shares (a draft model's engine uses its target's
+// threads: the two step in turn, never at once, and two pools would ask the
+// cores for twice their threads, whose idle spinning slows the other's
+// steps); continuous batching, parallel sampling, beam search and the server drive its step(),
 // and a one-sequence Session (runtime/session.h) is a view over it that
 // evaluates its sequence alone (eval()). The caller owns the policy (what to
 // sample, when to stop); the engine owns the cache, the forward pass and the
@@ -52,6 +55,9 @@ struct EngineOptions {
   int64_t step_tokens = kDefaultBatchTokens;  // token budget of one step (a lone sequence's prefill chunk)
   int64_t max_sequences = 64;  // sequences evaluated in one step
   int n_threads = 0;           // 0: all cores
+  // Another engine's threads (Engine::shared_threads()), when the thread that
+  // drives this engine drives that one too; null: a pool of n_threads.
+  std::shared_ptr<ThreadPool> threads;
   DType cache_type = DType::F16;
   uint64_t kv_budget = 0;      // 0: the machine's available memory
   bool prefix_cache = true;
@@ -166,6 +172,8 @@ class Engine {
   KvCache::SeqId kv(Id id) const;
   // The engine's threads, for other work of the thread that drives it (the server's embeddings).
   ThreadPool& threads() { return *pool_; }
+  // The pool, for an engine driven by the same thread (EngineOptions::threads).
+  std::shared_ptr<ThreadPool> shared_threads() const { return pool_; }
 
   bool ready(Id id) const;
   bool stopped(Id id) const;  // cannot grow: its maximum, or the whole pool, is reached
@@ -221,7 +229,7 @@ class Engine {
   void drop_guesses(Seq& s, int64_t keep);  // pending guesses past the first `keep` are forgotten
 
   const Model& model_;
-  std::unique_ptr<ThreadPool> pool_;
+  std::shared_ptr<ThreadPool> pool_;
   KvCache cache_;
   Forward forward_;
   int64_t step_tokens_, max_sequences_;

@@ -14,6 +14,7 @@ EngineOptions session_engine_options(const SessionOptions& o) {
   e.step_tokens = o.n_batch;
   e.max_sequences = 1;
   e.n_threads = o.n_threads;
+  e.threads = o.threads;
   e.cache_type = o.cache_type;
   e.kv_budget = o.kv_budget;
   e.all_logits = o.all_logits;

@@ -21,6 +21,7 @@ struct SessionOptions {
   int64_t n_ctx = 0;         // 0: min(4096, the model's trained context)
   int64_t n_batch = kDefaultBatchTokens;  // prefill chunk
   int n_threads = 0;         // 0: all cores
+  std::shared_ptr<ThreadPool> threads;  // EngineOptions::threads (a draft's session: its target's)
   DType cache_type = DType::F16;
   int64_t block_size = kDefaultBlockSize;
   uint64_t kv_budget = 0;    // 0: the machine's available memory

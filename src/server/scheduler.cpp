@@ -32,6 +32,7 @@ EngineOptions with_guess_rows(EngineOptions eo, const SchedulerLimits& l) {
 EngineOptions draft_engine_options(EngineOptions eo, const Engine& target) {
   eo.disk = {};
   eo.logit_rows = 2 * eo.max_sequences;
+  eo.threads = target.shared_threads();  // the engine thread steps the two in turn
   if (eo.kv_budget > 0) {
     const uint64_t taken = target.cache().storage().bytes();
     if (taken >= eo.kv_budget)

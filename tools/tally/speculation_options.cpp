@@ -82,6 +82,7 @@ std::unique_ptr<DraftRun> open_draft(const SpeculationOptions& s, const ModelOpt
   out->lm = load_draft(m, s.draft_model, target);
   SessionOptions so = session_options(draft_options(m, s.draft_model), *out->lm.model, false);
   so.n_ctx = target_session.n_ctx();
+  so.threads = target_session.engine().shared_threads();  // they step in turn
   if (so.kv_budget > 0) {
     const uint64_t taken = target_session.cache().storage().bytes();
     if (taken >= so.kv_budget)
