@@ -84,7 +84,7 @@ SpeculationReport measure_speculation(const Model& model, const Tokenizer& tok, 
       g.is_stop = [&tok](int32_t id) { return tok.is_end_of_generation(id); };
       g.draft_max = k == 0 ? 0 : k < 0 ? k_max : k;
       g.fixed_draft = k > 0;
-      if (k != 0 && draft) g.draft = &*draft;
+      if (k != 0 && draft) g.draft = &*draft, g.draft_vocab = e.draft_vocab;
       const GenerateResult out = generate(s, prompt, g);
       if (k == 0) want = out.tokens;
       SpeculationPoint& p = *std::find_if(r.points.begin(), r.points.end(),

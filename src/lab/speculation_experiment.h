@@ -57,6 +57,7 @@ struct SpeculationExperiment {
   int n_threads = 0;
   DType cache_type = DType::F16;
   const Model* draft = nullptr;  // guesses from this model (its vocabulary checked by the caller); null: lookup
+  int64_t draft_vocab = 0;       // ... from these first ids and the history's (DraftModel; 0: all)
 };
 
 // progress(done, total) after each run.

@@ -360,7 +360,50 @@ void Forward::run(KvCache* kv, std::span<const StepEntry> batch) {
   }
   if (rows == 0) return;
   quantize_rows(gather_.data(), rows, E);
-  matmul(model_.output(), xpack_, logits_.data(), pool_);
+  if (head_runs_.empty()) {
+    matmul(model_.output(), xpack_, logits_.data(), pool_);
+    return;
+  }
+  const WeightMatrix& out = model_.output();
+  const int64_t V = out.rows;
+  std::fill_n(logits_.begin(), rows * V, -INFINITY);
+  for (const auto& [first, end] : head_runs_) {
+    WeightMatrix part = out;  // whole groups: the run starts on one in either layout
+    part.data = out.row(first);
+    part.rows = end - first;
+    matmul(part, xpack_, head_out_.data(), pool_);
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy_n(head_out_.begin() + r * part.rows, part.rows, logits_.begin() + r * V + first);
+  }
+}
+
+void Forward::limit_logits(int64_t prefix, std::span<const int32_t> also) {
+  constexpr int64_t kGroup = 16;  // group_layout.h's rows per group
+  const int64_t V = model_.output().rows;
+  head_runs_.clear();
+  if (prefix <= 0 || prefix >= V) {
+    head_out_ = {};
+    return;
+  }
+  std::vector<int64_t> groups;
+  groups.reserve(also.size());
+  for (const int32_t t : also)
+    if (t >= prefix && t < V) groups.push_back(t / kGroup);
+  std::sort(groups.begin(), groups.end());
+  int64_t end = (prefix + kGroup - 1) / kGroup;  // in groups
+  head_runs_.emplace_back(0, end);
+  for (const int64_t g : groups) {
+    if (g < end) continue;
+    if (g == end) head_runs_.back().second = ++end;
+    else head_runs_.emplace_back(g, end = g + 1);
+  }
+  int64_t widest = 0;
+  for (auto& [first, last] : head_runs_) {
+    first *= kGroup;
+    last = std::min(last * kGroup, V);
+    widest = std::max(widest, last - first);
+  }
+  head_out_.resize(static_cast<size_t>(logit_rows_ * widest));
 }
 
 }  // namespace tally

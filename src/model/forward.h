@@ -68,6 +68,14 @@ class Forward {
   int64_t logit_rows() const { return logit_rows_; }
   const Model& model() const { return model_; }
 
+  // Logits of part of the vocabulary only (a draft model's: a guess outside
+  // it is rarely kept, and the output matrix is a large share of a small
+  // model's reads): rows [0, prefix) and the 16-row groups holding `also`
+  // are computed, exactly as without the limit, the others are -infinity.
+  // prefix <= 0 or >= n_vocab: every row (the default). Allocates; call it
+  // between steps.
+  void limit_logits(int64_t prefix, std::span<const int32_t> also);
+
   // An observer for the lab (nullptr: none). Not owned; must outlive its use.
   void set_hooks(ForwardHooks* hooks) { hooks_ = hooks; }
 
@@ -124,6 +132,10 @@ class Forward {
   LineVector<float> attn_parts_;  // (kSplitTokens, n_kv_head, max_chunks, partial)
   LineVector<float> gather_;      // (logit_rows, n_embd): the rows whose logits are asked for
   LineVector<float> logits_;      // (logit_rows, n_vocab)
+  // limit_logits: the output rows computed, as [first, end) runs of whole
+  // 16-row groups in order (empty: all), and their logits before the scatter.
+  std::vector<std::pair<int64_t, int64_t>> head_runs_;
+  LineVector<float> head_out_;
 };
 
 }  // namespace tally

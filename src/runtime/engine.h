@@ -168,6 +168,8 @@ class Engine {
   const float* hidden() const { return forward_.hidden(); }
   // An observer of the forward pass (the lab); nullptr for none. Not owned.
   void set_hooks(ForwardHooks* hooks) { forward_.set_hooks(hooks); }
+  // Logits of part of the vocabulary only (Forward::limit_logits; a draft model's).
+  void limit_logits(int64_t prefix, std::span<const int32_t> also) { forward_.limit_logits(prefix, also); }
   const KvCache& cache() const { return cache_; }
   KvCache::SeqId kv(Id id) const;
   // The engine's threads, for other work of the thread that drives it (the server's embeddings).

@@ -129,7 +129,7 @@ GenerateResult generate(Session& s, std::span<const int32_t> prompt, const Gener
   history.insert(history.end(), prompt.begin(), prompt.end());
   std::optional<DraftModel> draft;
   if (o.draft != nullptr) {
-    draft.emplace(*o.draft, o.sampling);
+    draft.emplace(*o.draft, o.sampling, o.draft_vocab);
     draft->follow(history);  // the draft's prefill, beside the target's
   }
   r.prefill_ms = ms_since(t0);

@@ -33,6 +33,7 @@ struct GenerateOptions : GenerationParams {
   // (DraftModel; its vocabulary checked by check_draft_vocabulary) instead of
   // prompt lookup. Not owned; its cache follows this generation's tokens.
   Session* draft = nullptr;
+  int64_t draft_vocab = 0;  // the draft guesses from these first ids and the history's (DraftModel; 0: all)
   // Set (by another thread or a signal handler): the generation finishes as
   // Cancelled after the token it is making, which is kept.
   const std::atomic<bool>* cancel = nullptr;

@@ -43,11 +43,12 @@ std::vector<int32_t> PromptLookup::propose(std::span<const int32_t> history, int
   return {};
 }
 
-DraftModel::DraftModel(Session& session, const SamplerParams& target) : s_(session), sampler_([&] {
-  SamplerParams p = target;
-  p.seed = target.seed ^ 0x9e3779b97f4a7c15ULL;  // its own stream: the target's draws stay as they are
-  return p;
-}()) {}
+DraftModel::DraftModel(Session& session, const SamplerParams& target, int64_t vocab)
+    : s_(session), sampler_([&] {
+        SamplerParams p = target;
+        p.seed = target.seed ^ 0x9e3779b97f4a7c15ULL;  // its own stream: the target's draws stay as they are
+        return p;
+      }()), vocab_(vocab) {}
 
 int64_t DraftModel::follow(std::span<const int32_t> history) {
   if (history.empty()) fail("the draft model follows an empty history");
@@ -56,6 +57,7 @@ int64_t DraftModel::follow(std::span<const int32_t> history) {
   int64_t same = std::mismatch(have.begin(), have.end(), history.begin(), history.end()).first - have.begin();
   if (same == n && static_cast<int64_t>(have.size()) == n && !logits_.empty()) return 0;
   same = std::min(same, n - 1);  // the last token is evaluated again when nothing after it is: its logits are needed
+  if (vocab_ > 0) s_.engine().limit_logits(vocab_, history);
   if (s_.length() > same) {
     rolled_back_ += s_.length() - same;
     s_.truncate(same);
@@ -98,7 +100,8 @@ std::vector<Guess> DraftModel::propose(std::span<const int32_t> history, int64_t
   return out;
 }
 
-DraftBatch::DraftBatch(const Model& draft, const EngineOptions& eo) : engine_(draft, eo) {}
+DraftBatch::DraftBatch(const Model& draft, const EngineOptions& eo, int64_t vocab)
+    : engine_(draft, eo), vocab_(vocab) {}
 
 bool DraftBatch::follow(std::optional<Engine::Id>& seq, std::span<const int32_t> history) {
   const Engine::Id id = *seq;
@@ -155,6 +158,14 @@ std::vector<std::vector<Guess>> DraftBatch::propose(std::span<const Want> wants)
     }
     if (follow(*w.seq, w.history)) live.push_back(i), is_live[i] = 1;
     else pending = true;
+  }
+  if (vocab_ > 0) {
+    seen_.clear();
+    for (const Want& w : wants)
+      if (w.k > 0 && *w.seq)
+        for (const int32_t t : w.history)
+          if (t >= vocab_) seen_.push_back(t);
+    engine_.limit_logits(vocab_, seen_);
   }
   if (pending) step();
   for (size_t i = 0; i < wants.size(); ++i) {

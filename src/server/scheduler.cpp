@@ -115,7 +115,7 @@ Scheduler::Scheduler(const Model& model, const Tokenizer& tok, const EngineOptio
   if (draft != nullptr) {
     const EngineOptions d = draft_engine_options(eo, engine_);
     try {
-      draft_ = std::make_unique<DraftBatch>(*draft, d);
+      draft_ = std::make_unique<DraftBatch>(*draft, d, limits.draft_vocab);
       draft_->on_step([this](int64_t tokens, double seconds) { step_guesses_.record_draft(tokens, seconds); });
     } catch (const Error& e) {
       fail("the draft model's KV cache of {} positions: {} (raise --kv-budget or lower -c)", d.n_ctx, e.what());

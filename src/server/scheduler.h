@@ -53,6 +53,7 @@ struct SchedulerLimits {
   // guesses one step verifies for a sequence.
   Speculation speculate = Speculation::Off;
   int64_t draft_max = 8;
+  int64_t draft_vocab = kDefaultDraftVocab;  // a draft model guesses from these first ids and the history's (0: all)
 };
 
 // Embeddings of one request's inputs, computed by the engine thread (one

@@ -247,6 +247,10 @@ assert 0 < accepted < drafted, (accepted, drafted)
   expect_usage "--speculate draft without --draft" "tally run" "--speculate draft needs the draft model: give --draft" "$tally" run -m "$model" -p hi --speculate draft
   expect_usage "--draft with --speculate lookup" "tally run" "--draft x is a draft model for --speculate draft, not --speculate lookup" "$tally" run -m "$model" -p hi --speculate lookup --draft x
   expect_usage "--draft with --beam" "tally run" "--speculate rolls back one sequence's cache: not with --beam" "$tally" run -m "$model" -p hi --draft "$model" --beam 2
+  expect_usage "--draft-vocab without --draft" "tally run" "--draft-vocab limits a draft model's guesses: give --draft too" "$tally" run -m "$model" -p hi --speculate lookup --draft-vocab 100
+  expect_usage "--draft-vocab below 0" "tally run" "--draft-vocab: -1 is out of range \\(0 to 2147483647\\)" "$tally" run -m "$model" -p hi --draft "$model" --draft-vocab -1
+  expect_usage "serve --draft-vocab without --draft" "tally serve" "--draft-vocab limits a draft model's guesses: give --draft too" "$tally" serve -m "$model" --draft-vocab 100
+  expect_usage "lab speculative --draft-vocab without --draft" "tally lab speculative" "--draft-vocab limits a draft model's guesses: give --draft too" "$tally" lab speculative -m "$model" --draft-vocab 100
   expect_error "--draft that names no model" "^tally: error: --draft no-such-draft: .*no such file, catalog model" "$tally" run -m "$model" -p hi --draft no-such-draft
   # lab speculative: every setting writes greedy's tokens; guesses kept <= made; the plot lands; the held tasks list.
   if "$tally" lab speculative -m "$model" --tasks code-edit --k 2 -n 16 --json --plot "$tmp/spec.png" >"$tmp/lab_spec.json" 2>/dev/null &&
@@ -301,6 +305,9 @@ def area(w, h):
     "$tally" run -m "$qwen15" -p "$edit" --chat -n 40 --temp 0 --json -t 2 >"$tmp/draft_off.json" 2>/dev/null
     "$tally" run -m "$qwen15" -p "$edit" --chat -n 40 --temp 0 --json -t 2 --draft "$qwen05" --draft-max 2 >"$tmp/draft_2.json" 2>/dev/null
     "$tally" run -m "$qwen15" -p "$edit" --chat -n 40 --temp 0 --json -t 2 --speculate draft --draft "$qwen05" >"$tmp/draft_a.json" 2>/dev/null
+    # ... and with the draft guessing from the whole vocabulary, or from its first 256 ids and the text's.
+    "$tally" run -m "$qwen15" -p "$edit" --chat -n 40 --temp 0 --json -t 2 --draft "$qwen05" --draft-vocab 0 >"$tmp/draft_v0.json" 2>/dev/null
+    "$tally" run -m "$qwen15" -p "$edit" --chat -n 40 --temp 0 --json -t 2 --draft "$qwen05" --draft-vocab 256 >"$tmp/draft_v256.json" 2>/dev/null
     if python3 -c '
 import json, sys
 off = json.load(open(sys.argv[1]))
@@ -313,7 +320,7 @@ for f in sys.argv[2:]:
     assert s["source"] == "draft" and s["accepted"] <= s["drafted"] and s["decode_steps"] < off["generated_tokens"] - 1, (f, s)
     drafted += s["drafted"]; accepted += s["accepted"]
 assert 0 < accepted <= drafted, (accepted, drafted)
-' "$tmp/draft_off.json" "$tmp/draft_2.json" "$tmp/draft_a.json"; then passes=$((passes + 1)); else echo "FAIL run --draft: greedy tokens differ or no guess kept"; failures=$((failures + 1)); fi
+' "$tmp/draft_off.json" "$tmp/draft_2.json" "$tmp/draft_a.json" "$tmp/draft_v0.json" "$tmp/draft_v256.json"; then passes=$((passes + 1)); else echo "FAIL run --draft: greedy tokens differ or no guess kept"; failures=$((failures + 1)); fi
   fi
   expect_ok "penalties in run" "Paris" "$tally" run -m "$model" -p "The capital of France is" -n 4 --temp 0 --presence-penalty 0.5 --frequency-penalty 0.5
   expect_error "presence penalty out of range" "--presence-penalty: 3 is out of range" "$tally" run -m "$model" -p hi --presence-penalty 3

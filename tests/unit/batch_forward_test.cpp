@@ -5,6 +5,7 @@
 // gives the logits of a cold run.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "core/error.h"
@@ -137,5 +138,42 @@ TEST(BatchForward, PrefixCacheHitGivesTheLogitsOfAColdRun) {
   EXPECT_EQ(warm, cold.run(cold.cache.create_sequence(), second, 0));
 }
 
+
+// A draft model's logits over part of the vocabulary (Forward::limit_logits):
+// the rows of the first ids and of the groups holding the given tokens are
+// exactly the full logits, whatever the layout of the output matrix (native
+// rows, 16-row groups) and the number of rows in the step; every other row is
+// -infinity; no limit gives all rows again.
+TEST(BatchForward, LimitedLogitsAreTheFullLogitsOfTheirRowsAndMinusInfinityElsewhere) {
+  const auto a = toks(9, 7, 3), b = toks(5, 3, 1);
+  for (DType matrices : {DType::F32, DType::Q8_0})
+  for (int threads : {1, 2}) {
+    test::TinySpec spec;
+    spec.matrix_type = matrices;
+    spec.n_vocab = 100;  // groups [0,16) ... [96,100): the last one partial
+    const auto tm = test::make_tiny_model(spec);
+    const int64_t V = spec.n_vocab;
+    auto step = [&](Engine& e) {  // a and b in one step, every position's logits of a, b's last
+      const SeqId sa = e.cache.create_sequence(), sb = e.cache.create_sequence();
+      const StepEntry entries[] = {{sa, a, 0, LogitsMode::All}, {sb, b, 0, LogitsMode::Last}};
+      e.fwd.step(e.cache, entries);
+      return std::vector<float>(e.fwd.logits(), e.fwd.logits() + 10 * V);
+    };
+    Engine full(*tm->model, threads), part(*tm->model, threads);
+    const std::vector<float> want = step(full);
+    const std::vector<int32_t> also = {3, 40, 95, 98, 41};  // 3: inside the prefix; 40, 41: one group
+    part.fwd.limit_logits(10, also);
+    const std::vector<float> got = step(part);
+    auto kept = [](int64_t id) { return id < 16 || (id >= 32 && id < 48) || id >= 80; };
+    for (int64_t r = 0; r < 10; ++r)
+      for (int64_t id = 0; id < V; ++id) {
+        const size_t i = static_cast<size_t>(r * V + id);
+        if (kept(id)) EXPECT_EQ(got[i], want[i]) << "row " << r << ", id " << id;
+        else EXPECT_EQ(got[i], -INFINITY) << "row " << r << ", id " << id;
+      }
+    part.fwd.limit_logits(0, {});
+    EXPECT_EQ(step(part), want) << "the limit lifted";
+  }
+}
 }  // namespace
 }  // namespace tally

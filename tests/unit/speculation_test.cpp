@@ -9,8 +9,9 @@
 // draft model (the target less its last layer) gives greedy's tokens too,
 // its cache rolled back over its rejected guesses, and keeps the target's
 // distribution when sampling (chi-square over the first speculated token).
-// DraftBatch, many sequences' draft in one engine, guesses what a DraftModel
-// guesses for each alone.
+// A draft limited to part of the vocabulary guesses the argmax over it and
+// keeps greedy's tokens. DraftBatch, many sequences' draft in one engine,
+// guesses what a DraftModel guesses for each alone.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -321,6 +322,50 @@ TEST(DraftModel, GreedyWithADraftModelEqualsGreedyWithout) {
   EXPECT_GT(accepted, 0) << "the draft never agreed: the test would not exercise kept guesses";
   EXPECT_LT(accepted, drafted) << "the draft always agreed: the rollback was not exercised";
   EXPECT_GT(draft_rolled, 0) << "the draft's cache never rolled back";
+}
+
+// A draft limited to part of the vocabulary (its first ids and its history's,
+// Forward::limit_logits) guesses the argmax of its logits over those ids;
+// the target's greedy tokens stay the same. The prompts use ids 0..15 only,
+// so before any reply the draft may guess from the first group alone (an
+// output matrix of its own: a tied one favours the ids it has just seen).
+TEST(DraftModel, ALimitedVocabularyGuessesTheArgmaxOfItsIdsAndKeepsGreedysTokens) {
+  const auto target = test::make_tiny_model(target_spec());
+  test::TinySpec untied = draft_spec();
+  untied.tied = false;
+  const auto draft_model = test::make_tiny_model(untied);
+  SamplerParams greedy;
+  greedy.temperature = 0;
+  int outside = 0;  // prompts whose unlimited guess is not among the first 16 ids
+  for (int32_t mul : {3, 5, 7, 11}) {
+    std::vector<int32_t> prompt;
+    for (int32_t i = 0; i < 20; ++i) prompt.push_back((i * mul + i / 4) % 16);
+    Session d(*draft_model->model, test::small_block_session(DType::F16, 128));
+    DraftModel limited(d, greedy, 1);
+    const std::vector<Guess> g = limited.propose(prompt, 1);
+    ASSERT_EQ(g.size(), 1u);
+    Session fresh(*draft_model->model, test::small_block_session(DType::F16, 128));
+    const auto logits = fresh.append(prompt);
+    const auto best = std::max_element(logits.begin(), logits.end()) - logits.begin();
+    EXPECT_EQ(g[0].token, std::max_element(logits.begin(), logits.begin() + 16) - logits.begin()) << "mul " << mul;
+    outside += best >= 16;
+
+    Session plain(*target->model, test::small_block_session(DType::F16, 128));
+    const GenerateResult want = generate(plain, prompt, test::greedy_options(40));
+    for (int64_t k : {2, 5}) {
+      Session s(*target->model, speculating_session(k));
+      Session dd(*draft_model->model, test::small_block_session(DType::F16, 128));
+      GenerateOptions o = test::greedy_options(40);
+      o.draft_max = k;
+      o.fixed_draft = true;
+      o.draft = &dd;
+      o.draft_vocab = 1;
+      const GenerateResult got = generate(s, prompt, o);
+      EXPECT_EQ(got.tokens, want.tokens) << "mul " << mul << ", k " << k;
+      EXPECT_GT(got.drafted, 0);
+    }
+  }
+  EXPECT_GT(outside, 0) << "the limit never changed a guess: the test would not see it ignored";
 }
 
 // After the draft's rollbacks its next logits equal a fresh draft session's

@@ -632,6 +632,7 @@ struct SpeculativeOptions {
   std::vector<int64_t> ks = {1, 2, 4, 8};
   int64_t gen_tokens = 128;
   std::string draft, plot;
+  int64_t draft_vocab = -1;  // -1: not given
   bool json = false, list = false;
 };
 
@@ -656,6 +657,7 @@ SpeculationReport run_speculative(const SpeculativeOptions& o) {
   if (!o.draft.empty()) {
     draft = load_draft(o.m, o.draft, lm);
     e.draft = draft.model.get();
+    e.draft_vocab = draft_vocab(o.draft_vocab, true);
   }
   Progress progress("tally lab speculative");
   return measure_speculation(*lm.model, *lm.tokenizer, e, draw_on(progress, "tasks x settings"));
@@ -718,11 +720,13 @@ void add_speculative(CLI::App* lab) {
       ->capture_default_str()
       ->transform(token_count_in(1, 4096));
   cmd->add_option("--draft", o->draft, "Guess with this draft model (same vocabulary) instead of prompt lookup");
+  add_draft_vocab_option(cmd, o->draft_vocab);
   cmd->add_option("--plot", o->plot, "Write a PNG plot here")->check(output_file("plot"));
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->add_flag("--list", o->list, "Print the held tasks (with --json: their whole prompts) and stop");
   cmd->callback([o] {
     o->m.validate();
+    draft_vocab(o->draft_vocab, !o->draft.empty());
     if (o->list) return list_tasks(o->json);
     print_speculative(*o, run_speculative(*o));
   });

@@ -78,6 +78,7 @@ void add_serve(CLI::App& app) {
     int drain_seconds = 30;
     std::string speculate;  // empty: "draft" with --draft, else "off"
     std::string draft;
+    int64_t draft_vocab = -1;  // -1: not given
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching (GET / for a web page)");
@@ -141,6 +142,7 @@ void add_serve(CLI::App& app) {
                   "The most guesses a step verifies for one sequence (a request's 'draft_max' may ask for fewer)")
       ->capture_default_str()
       ->transform(integer_in(1, 64));
+  add_draft_vocab_option(cmd, o->draft_vocab);
   cmd->add_option("--drain-seconds", o->drain_seconds, "On SIGTERM, how long running requests may finish")
       ->capture_default_str()
       ->transform(integer_in(0, 86400));
@@ -159,6 +161,7 @@ void add_serve(CLI::App& app) {
     if (spec == "draft" && o->draft.empty()) usage_fail("--speculate draft needs the draft model: give --draft NAME|PATH");
     if (!o->draft.empty() && o->limits.sinks >= 0)
       usage_fail("--draft speculates, which rolls back a reply's cache: not with a sliding window (--sinks)");
+    o->limits.draft_vocab = draft_vocab(o->draft_vocab, !o->draft.empty());
     if (!o->api_key_file.empty()) o->s.api_key = read_api_key_file(o->api_key_file);
     // Signals are taken by one thread (below); every other thread starts with them blocked.
     sigset_t sigs;

@@ -1,5 +1,7 @@
 #include "speculation_options.h"
 
+#include <fmt/format.h>
+
 #include "core/byte_size.h"
 #include "core/error.h"
 #include "core/printable.h"
@@ -13,6 +15,7 @@ namespace {
 // A step verifies the next token and the guesses as one prefill: past a few
 // dozen guesses, a step costs more than the tokens it could save.
 constexpr int64_t kMaxDraft = 64;
+constexpr int64_t kMaxTokenId = std::numeric_limits<int32_t>::max();  // a token id is an int32
 }  // namespace
 
 void add_speculation_options(CLI::App* cmd, SpeculationOptions& s) {
@@ -28,6 +31,22 @@ void add_speculation_options(CLI::App* cmd, SpeculationOptions& s) {
   cmd->add_option("--draft-max", s.draft_max,
                   "With --speculate: at most K guesses verified per step, fewer while guesses are not kept (default 8)")
       ->transform(integer_in(1, kMaxDraft));
+  add_draft_vocab_option(cmd, s.draft_vocab);
+}
+
+void add_draft_vocab_option(CLI::App* cmd, int64_t& given) {
+  cmd->add_option("--draft-vocab", given,
+                  fmt::format("With --draft: the draft model guesses only among the first N token ids and the tokens "
+                              "of the text so far, which makes its steps cheaper (its output matrix is a large part of "
+                              "what a small model reads; byte-pair vocabularies number the frequent tokens first); 0: "
+                              "the whole vocabulary (default {})",
+                              kDefaultDraftVocab))
+      ->transform(integer_in(0, kMaxTokenId));
+}
+
+int64_t draft_vocab(int64_t given, bool drafting) {
+  if (given >= 0 && !drafting) usage_fail("--draft-vocab limits a draft model's guesses: give --draft too");
+  return !drafting ? 0 : given >= 0 ? given : kDefaultDraftVocab;
 }
 
 void SpeculationOptions::validate() const {
@@ -35,13 +54,17 @@ void SpeculationOptions::validate() const {
   if (mode == "draft" && draft_model.empty()) usage_fail("--speculate draft needs the draft model: give --draft NAME|PATH");
   if (!draft_model.empty() && !drafting())
     usage_fail("--draft {} is a draft model for --speculate draft, not --speculate {}", excerpt(draft_model), mode);
+  cli::draft_vocab(draft_vocab, drafting());
 }
 
 void SpeculationOptions::apply(SessionOptions& s) const {
   if (on()) s.logit_rows = draft() + 1;
 }
 
-void SpeculationOptions::apply(GenerateOptions& g) const { g.draft_max = draft(); }
+void SpeculationOptions::apply(GenerateOptions& g) const {
+  g.draft_max = draft();
+  g.draft_vocab = cli::draft_vocab(draft_vocab, drafting());
+}
 
 void SpeculationOptions::check_context(int64_t n_ctx) const {
   if (on() && draft() + 1 > n_ctx)

@@ -18,6 +18,7 @@ struct SpeculationOptions {
   std::string mode;   // "lookup", "draft", "off"; empty: not given ("draft" with --draft, else "off")
   std::string draft_model;  // --draft: a name or a path
   int64_t draft_max = 0;  // 0: not given (kDefaultDraft with --speculate)
+  int64_t draft_vocab = -1;  // -1: not given (kDefaultDraftVocab with a draft model)
 
   static constexpr int64_t kDefaultDraft = 8;
 
@@ -25,7 +26,7 @@ struct SpeculationOptions {
   bool on() const { return source() != "off"; }
   bool drafting() const { return source() == "draft"; }
   // Usage errors (exit 2): --draft-max without speculation, --speculate draft
-  // without --draft, --draft with another source.
+  // without --draft, --draft with another source, --draft-vocab without a draft.
   void validate() const;
   // The rows of logits a step must return (k guesses + the next token), and the draft length.
   void apply(SessionOptions& s) const;
@@ -35,8 +36,14 @@ struct SpeculationOptions {
   int64_t draft() const { return on() ? (draft_max > 0 ? draft_max : kDefaultDraft) : 0; }
 };
 
-// Adds --speculate, --draft and --draft-max.
+// Adds --speculate, --draft, --draft-max and --draft-vocab.
 void add_speculation_options(CLI::App* cmd, SpeculationOptions& s);
+// Adds --draft-vocab alone (serve, lab speculative), into `given` (-1: not given).
+void add_draft_vocab_option(CLI::App* cmd, int64_t& given);
+// The vocabulary a draft model guesses from: --draft-vocab's `given`, or
+// kDefaultDraftVocab; 0 without a draft model. Usage error (exit 2) when
+// --draft-vocab is given without one.
+int64_t draft_vocab(int64_t given, bool drafting);
 
 // Loads the draft model `draft` with the target's flags and refuses (naming
 // --draft) one it cannot load or whose vocabulary is not the target's.
