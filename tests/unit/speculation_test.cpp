@@ -290,6 +290,20 @@ test::TinySpec draft_spec() {
   return d;
 }
 
+// Greedy generation of n tokens from prompt on target, k guesses a step
+// (always k) from the draft model's session d, guessed among its first
+// `vocab` ids and the history's (0: all).
+GenerateResult greedy_with_draft(const Model& target, Session& d, std::span<const int32_t> prompt, int64_t k,
+                                 int64_t n, int64_t vocab = 0) {
+  Session s(target, speculating_session(k));
+  GenerateOptions g = test::greedy_options(n);
+  g.draft_max = k;
+  g.fixed_draft = true;
+  g.draft = &d;
+  g.draft_vocab = vocab;
+  return generate(s, prompt, g);
+}
+
 TEST(DraftModel, GreedyWithADraftModelEqualsGreedyWithout) {
   const auto target = test::make_tiny_model(target_spec());
   const auto draft_model = test::make_tiny_model(draft_spec());
@@ -298,13 +312,8 @@ TEST(DraftModel, GreedyWithADraftModelEqualsGreedyWithout) {
     Session plain(*target->model, test::small_block_session(DType::F16, 128));
     const GenerateResult want = generate(plain, prompt, test::greedy_options(60));
     for (int64_t k : {1, 2, 3, 5, 8}) {
-      Session s(*target->model, speculating_session(k));
       Session d(*draft_model->model, test::small_block_session(DType::F16, 128));
-      GenerateOptions g = test::greedy_options(60);
-      g.draft_max = k;
-      g.fixed_draft = true;
-      g.draft = &d;
-      const GenerateResult got = generate(s, prompt, g);
+      const GenerateResult got = greedy_with_draft(*target->model, d, prompt, k, 60);
       EXPECT_EQ(got.tokens, want.tokens) << "k = " << k;
       EXPECT_EQ(got.stop, want.stop) << "k = " << k;
       drafted += got.drafted;
@@ -353,14 +362,8 @@ TEST(DraftModel, ALimitedVocabularyGuessesTheArgmaxOfItsIdsAndKeepsGreedysTokens
     Session plain(*target->model, test::small_block_session(DType::F16, 128));
     const GenerateResult want = generate(plain, prompt, test::greedy_options(40));
     for (int64_t k : {2, 5}) {
-      Session s(*target->model, speculating_session(k));
       Session dd(*draft_model->model, test::small_block_session(DType::F16, 128));
-      GenerateOptions o = test::greedy_options(40);
-      o.draft_max = k;
-      o.fixed_draft = true;
-      o.draft = &dd;
-      o.draft_vocab = 1;
-      const GenerateResult got = generate(s, prompt, o);
+      const GenerateResult got = greedy_with_draft(*target->model, dd, prompt, k, 40, 1);
       EXPECT_EQ(got.tokens, want.tokens) << "mul " << mul << ", k " << k;
       EXPECT_GT(got.drafted, 0);
     }
@@ -375,18 +378,13 @@ TEST(DraftModel, ItsCacheHoldsNothingOfARejectedGuess) {
   const auto draft_model = test::make_tiny_model(draft_spec());
   int rolled = 0;
   for (const auto& prompt : prompts()) {
-    Session s(*target->model, speculating_session(4));
     Session d(*draft_model->model, test::small_block_session(DType::F16, 128));
-    GenerateOptions g = test::greedy_options(30);
-    g.draft_max = 4;
-    g.fixed_draft = true;
-    g.draft = &d;
-    const GenerateResult r = generate(s, prompt, g);
+    const GenerateResult r = greedy_with_draft(*target->model, d, prompt, 4, 30);
     if (r.draft_rolled_back == 0) continue;
     ++rolled;
     std::vector<int32_t> all = prompt;
     all.insert(all.end(), r.tokens.begin(), r.tokens.end());
-    DraftModel follower(d, g.sampling);
+    DraftModel follower(d, test::greedy_options(30).sampling);
     follower.follow(all);  // rolls back the unverified guesses, evaluates the rest
     ASSERT_EQ(d.tokens(), all);
     const std::vector<int32_t> one = {7};
