@@ -4,11 +4,11 @@
 // its own or on one it shares (a draft model's engine uses its target's
 // threads: the two step in turn, never at once, and two pools would ask the
 // cores for twice their threads, whose idle spinning slows the other's
-// steps); continuous batching, parallel sampling, beam search and the server drive its step(),
-// and a one-sequence Session (runtime/session.h) is a view over it that
-// evaluates its sequence alone (eval()). The caller owns the policy (what to
-// sample, when to stop); the engine owns the cache, the forward pass and the
-// schedule.
+// steps); continuous batching, parallel sampling, beam search and the
+// server drive its step(), and a one-sequence Session (runtime/session.h)
+// is a view over it that evaluates its sequence alone (eval()). The caller
+// owns the policy (what to sample, when to stop); the engine owns the cache,
+// the forward pass and the schedule.
 //
 // A sequence is a list of tokens of which the first `evaluated` are in the
 // cache and the rest are pending. step() evaluates pending tokens: first the
