@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "kernels/attention.h"
+#include "kernels/group_layout.h"
 #include "kernels/ops.h"
 
 namespace tally {
@@ -378,7 +379,7 @@ void Forward::run(KvCache* kv, std::span<const StepEntry> batch) {
 }
 
 void Forward::limit_logits(int64_t prefix, std::span<const int32_t> also) {
-  constexpr int64_t kGroup = 16;  // group_layout.h's rows per group
+  constexpr int64_t kGroup = kGroupRows;  // a run is whole groups in either layout
   const int64_t V = model_.output().rows;
   head_runs_.clear();
   if (prefix <= 0 || prefix >= V) {

@@ -58,15 +58,15 @@ class PromptLookup {
   int ngram_min_, ngram_max_;
 };
 
+// The vocabulary a draft guesses from unless told otherwise: 32,768 ids.
+inline constexpr int64_t kDefaultDraftVocab = 32768;
+
 // A draft model: its cache follows the target's history (rolled back to what
 // they share, so rejected guesses leave it, then the rest evaluated), and it
 // decodes k tokens one at a time. With a greedy target it guesses its argmax
 // (q: a point mass); otherwise it draws from its own distribution under the
 // target's sampling parameters and hands that distribution on as q, which the
 // accept rule needs to keep the output distributed as the target's.
-// The vocabulary a draft guesses from unless told otherwise: 32,768 ids.
-inline constexpr int64_t kDefaultDraftVocab = 32768;
-
 class DraftModel {
  public:
   // session: the draft's own (one sequence, one row of logits); not owned.
