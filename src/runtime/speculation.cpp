@@ -237,12 +237,16 @@ std::vector<int64_t> StepGuesses::take(std::span<const Proposal> proposals, int6
   std::vector<int64_t> out(proposals.size(), 0);
   if (!timed()) return out;
   const double a = std::max(cost_.intercept(), 0.0), b = cost_.slope();
-  // The draft's step: a line once its sizes varied, else all of it fixed (none before it was timed).
+  // The draft's step: a line once its sizes varied (none before it was
+  // timed); until then a step of one token at the cost per token of the
+  // steps timed. Its first step is often a prompt's prefill: priced whole, a
+  // round of guesses would look as dear as that, none would be drafted, and
+  // no round would ever be timed to correct it.
   double da = 0, db = 0;
   if (!draft_.empty()) {
     const bool line = draft_.spread(kMinSpread) && draft_.slope() > 0;
     db = line ? draft_.slope() : 0;
-    da = line ? std::max(draft_.intercept(), 0.0) : draft_.mean_y();
+    da = line ? std::max(draft_.intercept(), 0.0) : draft_.mean_y() / std::max(draft_.mean_x(), 1.0);
   }
   // Every sequence's next token is sure; guess i of a proposal is kept with r^i.
   double tokens = static_cast<double>(other + static_cast<int64_t>(proposals.size()));

@@ -600,5 +600,23 @@ TEST(StepGuesses, ADraftedGuessPaysForTheDraftsStepToo) {
   EXPECT_GT(m[1], 0) << "free guesses kept as often go in";
 }
 
+// The draft engine's first step is often a prompt's prefill: a round of
+// guesses is not priced at that step's whole time (no guess would be drafted
+// again, so no round would be timed), but at its time per token until steps
+// of other sizes give a line; a one-token step timed alone is its own price.
+TEST(StepGuesses, ADraftTimedOnlyOnAPrefillStillGuesses) {
+  StepGuesses g;
+  for (int i = 0; i < 50; ++i)
+    for (int64_t n : {1, 2, 4, 8}) g.record(n, 0.045 + 0.013 * static_cast<double>(n));
+  const std::vector<StepGuesses::Proposal> drafted_one = {{8, 0.9, true}};
+  g.record_draft(300, 0.45);
+  EXPECT_GE(g.take(drafted_one, 0)[0], 1) << "priced at a whole prefill";
+  StepGuesses slow;
+  for (int i = 0; i < 50; ++i)
+    for (int64_t n : {1, 2, 4, 8}) slow.record(n, 0.045 + 0.013 * static_cast<double>(n));
+  slow.record_draft(1, 0.45);  // a round of guesses as dear as 8 target steps
+  EXPECT_EQ(slow.take(drafted_one, 0)[0], 0);
+}
+
 }  // namespace
 }  // namespace tally
