@@ -103,6 +103,12 @@ std::vector<Guess> DraftModel::propose(std::span<const int32_t> history, int64_t
 DraftBatch::DraftBatch(const Model& draft, const EngineOptions& eo, int64_t vocab)
     : engine_(draft, eo), vocab_(vocab) {}
 
+int64_t DraftBatch::unseen(const std::optional<Engine::Id>& seq, std::span<const int32_t> history) const {
+  const auto n = static_cast<int64_t>(history.size());
+  if (seq || n == 0) return 0;  // a sequence that follows catches up on the steps it missed only
+  return n - engine_.cache().probe_prefix(history, n - 1).positions;
+}
+
 bool DraftBatch::follow(std::optional<Engine::Id>& seq, std::span<const int32_t> history) {
   const Engine::Id id = *seq;
   const std::vector<int32_t>& have = engine_.tokens(id);
@@ -265,6 +271,17 @@ std::vector<int64_t> StepGuesses::take(std::span<const Proposal> proposals, int6
     seconds += b;
     q[best] *= proposals[best].r;
   }
+  // A draft's prefill of the history it has not seen, per step left to repay
+  // it (b' a token; the target's b until the draft's line is fitted).
+  std::vector<double> opening(proposals.size(), 0);
+  for (size_t i = 0; i < proposals.size(); ++i) {
+    const Proposal& p = proposals[i];
+    if (!p.drafted || p.unseen < 1) continue;
+    double per_step = 1, kept = 1;
+    for (int64_t g = 0; g < p.guesses; ++g) per_step += (kept *= p.r);
+    const double steps = std::max(1.0, static_cast<double>(p.left) / per_step);
+    opening[i] = static_cast<double>(p.unseen) * (db > 0 ? db : b) / steps;
+  }
   // Drafted guesses a depth at a time: the likeliest m of the sequences that
   // reach it, for the m that raises tokens per second most (the draft's step
   // for that depth shared by them); a depth none pays for ends the drafting.
@@ -273,12 +290,14 @@ std::vector<int64_t> StepGuesses::take(std::span<const Proposal> proposals, int6
     at.clear();
     for (size_t i = 0; i < proposals.size(); ++i)
       if (proposals[i].drafted && out[i] == depth && proposals[i].guesses > depth) at.push_back(i);
-    std::sort(at.begin(), at.end(), [&](size_t x, size_t y) { return q[x] > q[y]; });
+    // Likeliest first per second it costs (the same order as by q but at depth 0, where openings differ).
+    auto cost = [&](size_t x) { return std::max(b + db + (depth == 0 ? opening[x] : 0), 1e-9); };
+    std::sort(at.begin(), at.end(), [&](size_t x, size_t y) { return q[x] * cost(y) > q[y] * cost(x); });
     size_t best_m = 0;
     double best_rate = tokens / seconds, t = tokens, sec = seconds + da;
     for (size_t m = 0; m < at.size(); ++m) {
       t += q[at[m]];
-      sec += b + db;
+      sec += b + db + (depth == 0 ? opening[at[m]] : 0);
       if (t / sec > best_rate) best_rate = t / sec, best_m = m + 1;
     }
     if (best_m == 0) return out;
@@ -287,7 +306,7 @@ std::vector<int64_t> StepGuesses::take(std::span<const Proposal> proposals, int6
       const size_t i = at[m];
       ++out[i];
       tokens += q[i];
-      seconds += b + db;
+      seconds += b + db + (depth == 0 ? opening[i] : 0);
       q[i] *= proposals[i].r;
     }
   }

@@ -117,6 +117,9 @@ class DraftBatch {
   // Called after each of the draft engine's steps with its tokens and seconds
   // (the server weighs a round of guesses with them: StepGuesses).
   void on_step(std::function<void(int64_t tokens, double seconds)> f) { on_step_ = std::move(f); }
+  // The tokens of history the draft would prefill before seq's first guess
+  // (those past its prefix cache's hit; none once seq follows the history).
+  int64_t unseen(const std::optional<Engine::Id>& seq, std::span<const int32_t> history) const;
   // Positions the draft wrote and then gave back (rejected guesses, mostly).
   int64_t rolled_back() const { return rolled_back_; }
   const Engine& engine() const { return engine_; }
@@ -212,6 +215,11 @@ DraftLength draft_length(int64_t k_max, const Model& target, const Model* draft)
 // line fitted to its timed steps), so drafted guesses go in a depth at a
 // time: the likeliest m of those reaching it, for a' + m (b + b') seconds,
 // with the m that raises the step's tokens per second most.
+// A draft that has not seen a sequence's history must prefill it before its
+// first guess (b' a token): a cost paid once, spread over the steps left to
+// repay it (the reply's tokens left over the tokens a step of its guesses is
+// expected to make), so a short reply after a long unseen prompt does not
+// start drafting.
 class StepGuesses {
  public:
   StepGuesses();
@@ -219,11 +227,15 @@ class StepGuesses {
   void record(int64_t tokens, double seconds);
   void record_draft(int64_t tokens, double seconds);
   // One sequence's proposal: its guesses in order, each kept (given the ones
-  // before) with probability r; drafted: from the draft model.
+  // before) with probability r; drafted: from the draft model, which has not
+  // seen `unseen` tokens of its history yet; `left`: the tokens its reply may
+  // still make (0: not known).
   struct Proposal {
     int64_t guesses = 0;
     double r = 0;
     bool drafted = false;
+    int64_t unseen = 0;
+    int64_t left = 0;
   };
   // How many of each proposal's guesses to take for a step that also
   // evaluates `other` tokens (decodes without guesses, prefill chunks).

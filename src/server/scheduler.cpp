@@ -433,7 +433,13 @@ void Scheduler::push_next() {
         ++other;
         continue;
       }
-      proposals.push_back({k, c.draft->acceptance(), static_cast<bool>(c.draft_sampler)});
+      StepGuesses::Proposal p{k, c.draft->acceptance(), static_cast<bool>(c.draft_sampler)};
+      if (p.drafted) {
+        p.unseen = draft_->unseen(c.draft_seq, w.history);
+        const int64_t budget = c.gen.params().max_tokens;
+        p.left = budget < 0 ? room + 1 : std::min(room + 1, budget - c.gen.generated());
+      }
+      proposals.push_back(p);
       wanted.push_back(std::move(w));
     }
   const std::vector<int64_t> take = step_guesses_.take(proposals, other);

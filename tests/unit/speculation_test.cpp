@@ -618,5 +618,41 @@ TEST(StepGuesses, ADraftTimedOnlyOnAPrefillStillGuesses) {
   EXPECT_EQ(slow.take(drafted_one, 0)[0], 0);
 }
 
+// A draft that has not seen a sequence's history prefills it before its
+// first guess: that cost, spread over the steps the reply has left, goes in
+// the first guess's price, so a short reply after a long prompt does not
+// start drafting and a long one does.
+TEST(StepGuesses, ADraftStartsOnlyWhereTheReplyCanRepayItsPrefill) {
+  StepGuesses g;
+  for (int i = 0; i < 50; ++i)
+    for (int64_t n : {1, 2, 4, 8}) {
+      g.record(n, 0.045 + 0.013 * static_cast<double>(n));
+      g.record_draft(n, 0.015 + 0.004 * static_cast<double>(n));
+    }
+  const StepGuesses::Proposal seen{8, 0.9, true, 0, 64};
+  ASSERT_GE(g.take({&seen, 1}, 0)[0], 1);
+  // 2,000 unseen tokens at 4 ms, with 16 tokens left (2.8 steps of 5.7 expected tokens): 2.8 s a step.
+  const StepGuesses::Proposal short_reply{8, 0.9, true, 2000, 16};
+  EXPECT_EQ(g.take({&short_reply, 1}, 0)[0], 0);
+  // The first guess's price, as the rule computes it: alone, guess i goes in
+  // while 0.9^i S > c T, c = 13 + 4 + 15 ms and at the first the opening too.
+  const StepGuesses::Proposal long_reply{8, 0.9, true, 200, 2000};
+  double per_step = 1, kept = 1;
+  for (int i = 0; i < 8; ++i) per_step += (kept *= 0.9);
+  const double opening = 200 * 0.004 / (2000 / per_step);
+  int64_t want = 0;
+  double tokens = 1, seconds = 0.045 + 0.013, q = 0.9;
+  const double c = 0.013 + 0.004 + 0.015;
+  while (want < 8 && q * seconds > (c + (want == 0 ? opening : 0)) * tokens)
+    tokens += q, seconds += c + (want == 0 ? opening : 0), q *= 0.9, ++want;
+  EXPECT_EQ(g.take({&long_reply, 1}, 0)[0], want);
+  EXPECT_GE(want, 1);
+  // Four sharing the draft's steps each take guesses when all follow; one
+  // whose short reply cannot repay its prefill is left out.
+  const std::vector<StepGuesses::Proposal> four(4, seen);
+  EXPECT_GE(g.take(four, 0)[0], 1);
+  EXPECT_EQ(g.take(std::vector<StepGuesses::Proposal>{short_reply, seen, seen, seen}, 0)[0], 0);
+}
+
 }  // namespace
 }  // namespace tally
