@@ -214,7 +214,9 @@ DraftLength draft_length(int64_t k_max, const Model& target, const Model* draft)
 // drafting sequences come from one step of the draft (a' + b' n seconds, a
 // line fitted to its timed steps), so drafted guesses go in a depth at a
 // time: the likeliest m of those reaching it, for a' + m (b + b') seconds,
-// with the m that raises the step's tokens per second most.
+// with the m that raises the step's tokens per second most. For now only a
+// step of one sequence takes drafted guesses: rounds shared by several
+// measured below no draft where these lines priced them above it.
 // A draft that has not seen a sequence's history must prefill it before its
 // first guess (b' a token): a cost paid once, spread over the steps left to
 // repay it (the reply's tokens left over the tokens a step of its guesses is
