@@ -271,6 +271,12 @@ std::vector<int64_t> StepGuesses::take(std::span<const Proposal> proposals, int6
     seconds += b;
     q[best] *= proposals[best].r;
   }
+  // A draft model's guesses go only into a step of one sequence: rounds
+  // shared by several were priced above no draft by the two lines and
+  // measured below it (0.81-0.90x at 4 clients on 2 cores: the draft's
+  // prefills and batched steps cost more than its lines say), while one
+  // sequence's rounds held their gain.
+  if (other + static_cast<int64_t>(proposals.size()) > 1) return out;
   // A draft's prefill of the history it has not seen, per step left to repay
   // it (b' a token; the target's b until the draft's line is fitted).
   std::vector<double> opening(proposals.size(), 0);
@@ -282,12 +288,6 @@ std::vector<int64_t> StepGuesses::take(std::span<const Proposal> proposals, int6
     const double steps = std::max(1.0, static_cast<double>(p.left) / per_step);
     opening[i] = static_cast<double>(p.unseen) * (db > 0 ? db : b) / steps;
   }
-  // A draft model's guesses go only into a step of one sequence: rounds
-  // shared by several were priced above no draft by the two lines and
-  // measured below it (0.81-0.90x at 4 clients on 2 cores: the draft's
-  // prefills and batched steps cost more than its lines say), while one
-  // sequence's rounds held their gain.
-  if (other + static_cast<int64_t>(proposals.size()) > 1) return out;
   // Drafted guesses a depth at a time: the likeliest m of the sequences that
   // reach it, for the m that raises tokens per second most (the draft's step
   // for that depth shared by them); a depth none pays for ends the drafting.
