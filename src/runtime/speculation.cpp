@@ -296,9 +296,7 @@ std::vector<int64_t> StepGuesses::take(std::span<const Proposal> proposals, int6
     at.clear();
     for (size_t i = 0; i < proposals.size(); ++i)
       if (proposals[i].drafted && out[i] == depth && proposals[i].guesses > depth) at.push_back(i);
-    // Likeliest first per second it costs (the same order as by q but at depth 0, where openings differ).
-    auto cost = [&](size_t x) { return std::max(b + db + (depth == 0 ? opening[x] : 0), 1e-9); };
-    std::sort(at.begin(), at.end(), [&](size_t x, size_t y) { return q[x] * cost(y) > q[y] * cost(x); });
+    std::sort(at.begin(), at.end(), [&](size_t x, size_t y) { return q[x] > q[y]; });
     size_t best_m = 0;
     double best_rate = tokens / seconds, t = tokens, sec = seconds + da;
     for (size_t m = 0; m < at.size(); ++m) {
