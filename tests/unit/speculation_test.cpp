@@ -539,6 +539,17 @@ TEST(DraftModel, SamplingKeepsTheTargetsDistribution) {
 namespace tally {
 namespace {
 
+// Steps of 1, 2, 4 and 8 tokens timed 50 times each: the target's at 45 ms +
+// 13 ms a token, the draft's at 15 ms + 4 ms a token.
+void time_target(StepGuesses& g) {
+  for (int i = 0; i < 50; ++i)
+    for (int64_t n : {1, 2, 4, 8}) g.record(n, 0.045 + 0.013 * static_cast<double>(n));
+}
+void time_draft(StepGuesses& g) {
+  for (int i = 0; i < 50; ++i)
+    for (int64_t n : {1, 2, 4, 8}) g.record_draft(n, 0.015 + 0.004 * static_cast<double>(n));
+}
+
 // A batched step of n tokens costing 45 ms + 13 ms n (weights read once,
 // compute per token): one sequence alone takes guesses while their chance to
 // be kept beats the step's rising cost; a step of eight sequences takes only
@@ -547,8 +558,7 @@ TEST(StepGuesses, GuessesGoInWhileTheyRaiseTokensPerSecond) {
   StepGuesses g;
   const std::vector<StepGuesses::Proposal> one = {{8, 0.9}};
   EXPECT_EQ(g.take(one, 0), std::vector<int64_t>{0}) << "untimed";
-  for (int i = 0; i < 50; ++i)
-    for (int64_t n : {1, 2, 4, 8}) g.record(n, 0.045 + 0.013 * static_cast<double>(n));
+  time_target(g);
   ASSERT_TRUE(g.timed());
   // Alone: guess i is kept with 0.9^i; it goes in while 0.9^i (a + b T') > b T, T the expected tokens so far.
   std::vector<int64_t> want = {0};
@@ -573,12 +583,10 @@ TEST(StepGuesses, GuessesGoInWhileTheyRaiseTokensPerSecond) {
 // as free ones (the first ones time it).
 TEST(StepGuesses, ADraftedGuessPaysForTheDraftsStepToo) {
   StepGuesses g;
-  for (int i = 0; i < 50; ++i)
-    for (int64_t n : {1, 2, 4, 8}) g.record(n, 0.045 + 0.013 * static_cast<double>(n));
+  time_target(g);
   const std::vector<StepGuesses::Proposal> free_one = {{8, 0.9, false}}, drafted_one = {{8, 0.9, true}};
   EXPECT_EQ(g.take(drafted_one, 0), g.take(free_one, 0)) << "the draft untimed";
-  for (int i = 0; i < 50; ++i)
-    for (int64_t n : {1, 2, 4, 8}) g.record_draft(n, 0.015 + 0.004 * static_cast<double>(n));
+  time_draft(g);
   // Alone: guess i goes in while 0.9^i S > (13 + 4 + 15 ms) T.
   std::vector<int64_t> want = {0};
   double tokens = 1, seconds = 0.045 + 0.013, q = 0.9;
@@ -607,14 +615,12 @@ TEST(StepGuesses, ADraftedGuessPaysForTheDraftsStepToo) {
 // of other sizes give a line; a one-token step timed alone is its own price.
 TEST(StepGuesses, ADraftTimedOnlyOnAPrefillStillGuesses) {
   StepGuesses g;
-  for (int i = 0; i < 50; ++i)
-    for (int64_t n : {1, 2, 4, 8}) g.record(n, 0.045 + 0.013 * static_cast<double>(n));
+  time_target(g);
   const std::vector<StepGuesses::Proposal> drafted_one = {{8, 0.9, true}};
   g.record_draft(300, 0.45);
   EXPECT_GE(g.take(drafted_one, 0)[0], 1) << "priced at a whole prefill";
   StepGuesses slow;
-  for (int i = 0; i < 50; ++i)
-    for (int64_t n : {1, 2, 4, 8}) slow.record(n, 0.045 + 0.013 * static_cast<double>(n));
+  time_target(slow);
   slow.record_draft(1, 0.45);  // a round of guesses as dear as 8 target steps
   EXPECT_EQ(slow.take(drafted_one, 0)[0], 0);
 }
@@ -625,11 +631,8 @@ TEST(StepGuesses, ADraftTimedOnlyOnAPrefillStillGuesses) {
 // start drafting and a long one does.
 TEST(StepGuesses, ADraftStartsOnlyWhereTheReplyCanRepayItsPrefill) {
   StepGuesses g;
-  for (int i = 0; i < 50; ++i)
-    for (int64_t n : {1, 2, 4, 8}) {
-      g.record(n, 0.045 + 0.013 * static_cast<double>(n));
-      g.record_draft(n, 0.015 + 0.004 * static_cast<double>(n));
-    }
+  time_target(g);
+  time_draft(g);
   const StepGuesses::Proposal seen{8, 0.9, true, 0, 64};
   ASSERT_GE(g.take({&seen, 1}, 0)[0], 1);
   // 2,000 unseen tokens at 4 ms, with 16 tokens left (2.8 steps of 5.7 expected tokens): 2.8 s a step.
