@@ -240,6 +240,13 @@ int64_t Engine::running() const {
   return std::count_if(seqs_.begin(), seqs_.end(), [](const Seq& s) { return s.live; });
 }
 
+int64_t Engine::prefill_tokens() const {
+  int64_t n = 0;
+  for (const Seq& s : seqs_)
+    if (s.live && !s.stopped && s.kv && !s.decoding()) n += s.pending();
+  return std::min(n, step_tokens_);
+}
+
 uint64_t Engine::block_bytes() const {
   return 2 * cache_.storage().block_bytes() * static_cast<uint64_t>(model_.config().n_layer);
 }
@@ -283,7 +290,6 @@ std::span<const Engine::Id> Engine::step() {
   for (int32_t i : order)
     if (!seqs_[i].kv && !resume(seqs_[i])) break;
 
-  auto pending = [&](const Seq& s) { return static_cast<int64_t>(s.tokens.size()) - s.evaluated; };
   auto entry = [&](const Seq& s, int64_t n, LogitsMode mode) {
     return StepEntry{*s.kv, std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.evaluated), n),
                      s.evaluated, mode, mode == LogitsMode::All ? s.guesses : 0};
@@ -301,9 +307,8 @@ std::span<const Engine::Id> Engine::step() {
         drop_guesses(s, std::clamp<int64_t>(std::min(guess_rows, budget - 1), 0, s.guesses));
         guess_rows -= s.guesses;
       }
-      const int64_t p = pending(s);
-      const bool decode = p == 1 + s.guesses && s.evaluated > 0;
-      if (!s.kv || p == 0 || decode != (pass == 0) || budget == 0 ||
+      const int64_t p = s.pending();
+      if (!s.kv || p == 0 || s.decoding() != (pass == 0) || budget == 0 ||
           static_cast<int64_t>(entries_.size()) == max_sequences_)
         continue;
       const int64_t n = std::min(p, budget);
@@ -331,7 +336,7 @@ std::span<const Engine::Id> Engine::step() {
       entries_[last] = entry(s, 1, LogitsMode::Last);
       continue;
     }
-    if (entries_[last].logits == LogitsMode::None || pending(s) > 1 || s.evaluated == 0) {
+    if (entries_[last].logits == LogitsMode::None || s.pending() > 1 || s.evaluated == 0) {
       entries_.pop_back();  // a prefill chunk waits for a later step
       entry_slot_.pop_back();
       continue;

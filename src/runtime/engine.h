@@ -194,6 +194,9 @@ class Engine {
   int64_t room(Id id) const;
 
   int64_t running() const;  // live sequences
+  // Prompt tokens the next step would prefill (pending tokens of sequences in
+  // the cache that are not one decode away), at most one step's budget.
+  int64_t prefill_tokens() const;
   int64_t step_tokens() const { return step_tokens_; }
   int64_t logit_rows() const { return forward_.logit_rows(); }  // the most eval() returns at once
   int64_t n_ctx() const { return cache_.n_ctx(); }
@@ -219,6 +222,9 @@ class Engine {
     bool stopped = false;
     int64_t guesses = 0;        // of the pending tokens, the last ones a draft guessed
     std::vector<float> logits;  // when ready: of tokens.back(), or (after guesses) a row per token the step evaluated
+    int64_t pending() const { return static_cast<int64_t>(tokens.size()) - evaluated; }
+    // One token after its prompt (with its guesses) to evaluate: a step's decode, not a prefill chunk.
+    bool decoding() const { return pending() == 1 + guesses && evaluated > 0; }
   };
   Seq& get(Id id);
   const Seq& get(Id id) const;

@@ -276,7 +276,7 @@ std::vector<int64_t> StepGuesses::take(std::span<const Proposal> proposals, int6
   // measured below it (0.81-0.90x at 4 clients on 2 cores: the draft's
   // prefills and batched steps cost more than its lines say), while one
   // sequence's rounds held their gain.
-  if (other + static_cast<int64_t>(proposals.size()) > 1) return out;
+  if (!drafts(proposals.size(), other)) return out;
   // A draft's prefill of the history it has not seen, per step left to repay
   // it (b' a token; the target's b until the draft's line is fitted).
   std::vector<double> opening(proposals.size(), 0);

@@ -215,8 +215,9 @@ DraftLength draft_length(int64_t k_max, const Model& target, const Model* draft)
 // line fitted to its timed steps), so drafted guesses go in a depth at a
 // time: the likeliest m of those reaching it, for a' + m (b + b') seconds,
 // with the m that raises the step's tokens per second most. For now only a
-// step of one sequence takes drafted guesses: rounds shared by several
-// measured below no draft where these lines priced them above it.
+// step of one sequence (no other token in it, a prompt's chunk included)
+// takes drafted guesses: rounds shared by several measured below no draft
+// where these lines priced them above it.
 // A draft that has not seen a sequence's history must prefill it before its
 // first guess (b' a token): a cost paid once, spread over the steps left to
 // repay it (the reply's tokens left over the tokens a step of its guesses is
@@ -243,6 +244,10 @@ class StepGuesses {
   // evaluates `other` tokens (decodes without guesses, prefill chunks).
   std::vector<int64_t> take(std::span<const Proposal> proposals, int64_t other) const;
   bool timed() const;
+  // Whether a step of `sequences` proposals and `other` tokens beside them
+  // may take drafted guesses (the one-sequence rule above); a caller may skip
+  // what only drafted guesses need (Proposal::unseen) when it may not.
+  static bool drafts(size_t sequences, int64_t other) { return other + static_cast<int64_t>(sequences) <= 1; }
 
  private:
   LineFit cost_, draft_;

@@ -409,7 +409,7 @@ void Scheduler::push_next() {
   };
   std::vector<Wanted> wanted;
   std::vector<StepGuesses::Proposal> proposals;
-  int64_t other = 0;
+  int64_t other = engine_.prefill_tokens();  // other requests' prompts share the step
   const PromptLookup lookup;
   for (auto& r : running_)
     for (Choice& c : r->choices) {
@@ -435,13 +435,17 @@ void Scheduler::push_next() {
       }
       StepGuesses::Proposal p{k, c.draft->acceptance(), static_cast<bool>(c.draft_sampler)};
       if (p.drafted) {
-        p.unseen = draft_->unseen(c.draft_seq, w.history);
         const int64_t budget = c.gen.params().max_tokens;
         p.left = budget < 0 ? room + 1 : std::min(room + 1, budget - c.gen.generated());
       }
       proposals.push_back(p);
       wanted.push_back(std::move(w));
     }
+  // What the draft has not seen is looked up (a hash of the history) only for
+  // a step that may take drafted guesses.
+  if (StepGuesses::drafts(proposals.size(), other))
+    for (size_t i = 0; i < proposals.size(); ++i)
+      if (proposals[i].drafted) proposals[i].unseen = draft_->unseen(wanted[i].c->draft_seq, wanted[i].history);
   const std::vector<int64_t> take = step_guesses_.take(proposals, other);
   // The draft model's guesses, for every choice whose step takes some, in one batch.
   std::vector<DraftBatch::Want> wants;

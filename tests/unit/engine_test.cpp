@@ -4,7 +4,8 @@
 // blocks equals beam search with copied caches bit for bit, and both equal a
 // brute-force search that recomputes every candidate from scratch; admission
 // refuses what the pool cannot hold and cancelling frees blocks at once; a
-// long prompt is prefilled in chunks while the others keep decoding; a pool
+// long prompt is prefilled in chunks while the others keep decoding (and
+// counts as the next step's prefill, they do not); a pool
 // too small for everyone preempts and resumes without changing any output.
 #include <gtest/gtest.h>
 
@@ -192,15 +193,20 @@ TEST(Engine, LongPromptIsPrefilledInChunksWhileOthersDecode) {
     while (!e.ready(decoding.back())) e.step();
   }
   const Engine::Id big = *e.admit(toks(100, 7, 3)).id;
+  EXPECT_EQ(e.prefill_tokens(), 16);  // what a step can take of the 100
   int steps = 0;
   while (!e.ready(big)) {
     for (const auto& id : decoding) e.push(id, argmax(e.logits(id)));
+    // The prompt's tokens left count, the decodes do not.
+    EXPECT_EQ(e.prefill_tokens(), std::min(16, 100 - 13 * steps)) << "step " << steps;
     const auto ready = e.step();
     ++steps;
     // Every decoding sequence got its token this step, whatever the long prompt needed.
     for (const auto& id : decoding) EXPECT_NE(std::find(ready.begin(), ready.end(), id), ready.end()) << "step " << steps;
   }
   EXPECT_GE(steps, 100 / 13);  // 13 prompt tokens per step beside the 3 decodes
+  for (const auto& id : decoding) e.push(id, argmax(e.logits(id)));
+  EXPECT_EQ(e.prefill_tokens(), 0);
   // The chunked prompt's logits equal those of a prompt evaluated in one go.
   Engine one(*tm->model, small(256, 128));
   const Engine::Id id = *one.admit(toks(100, 7, 3)).id;

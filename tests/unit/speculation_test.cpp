@@ -602,6 +602,10 @@ TEST(StepGuesses, ADraftedGuessPaysForTheDraftsStepToo) {
   const std::vector<StepGuesses::Proposal> four(4, {8, 0.9, true});
   EXPECT_EQ(g.take(four, 0), std::vector<int64_t>(4, 0));
   EXPECT_EQ(g.take(drafted_one, 1), std::vector<int64_t>{0}) << "one drafting, one decoding";
+  EXPECT_EQ(g.take(drafted_one, 64), std::vector<int64_t>{0}) << "one drafting beside another's prompt chunk";
+  EXPECT_TRUE(StepGuesses::drafts(1, 0));
+  EXPECT_FALSE(StepGuesses::drafts(1, 64));
+  EXPECT_FALSE(StepGuesses::drafts(4, 0));
   const std::vector<StepGuesses::Proposal> four_and_one_drafting = {
       {8, 0.9, true}, {8, 0.9, false}, {8, 0.9, false}, {8, 0.9, false}};
   const std::vector<int64_t> m = g.take(four_and_one_drafting, 0);
