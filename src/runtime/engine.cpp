@@ -336,7 +336,7 @@ std::span<const Engine::Id> Engine::step() {
       entries_[last] = entry(s, 1, LogitsMode::Last);
       continue;
     }
-    if (entries_[last].logits == LogitsMode::None || s.pending() > 1 || s.evaluated == 0) {
+    if (!s.decoding()) {  // its guesses are gone: a chunk of a prompt, whole or not
       entries_.pop_back();  // a prefill chunk waits for a later step
       entry_slot_.pop_back();
       continue;
