@@ -227,10 +227,18 @@ void LineFit::add(double x, double y) {
   sxy_ = decay_ * sxy_ + x * y;
 }
 
-StepGuesses::StepGuesses() : cost_(kStepDecay), draft_(kStepDecay) {}
+StepGuesses::StepGuesses() : cost_(kStepDecay), draft_(kStepDecay), sized_(kSizes) {}
 
 void StepGuesses::record(int64_t tokens, double seconds) {
-  if (tokens > 0 && seconds > 0) cost_.add(static_cast<double>(tokens), seconds);
+  if (tokens <= 0 || seconds <= 0) return;
+  cost_.add(static_cast<double>(tokens), seconds);
+  ++steps_;
+  if (tokens < kSizes) {
+    Sized& c = sized_[static_cast<size_t>(tokens)];
+    const bool fresh = c.seconds > 0 && steps_ - c.at <= kSizeAge;
+    c.seconds = fresh ? (1 - kLengthWeight) * c.seconds + kLengthWeight * seconds : seconds;
+    c.at = steps_;
+  }
 }
 
 void StepGuesses::record_draft(int64_t tokens, double seconds) {
@@ -254,9 +262,17 @@ std::vector<int64_t> StepGuesses::take(std::span<const Proposal> proposals, int6
     db = line ? draft_.slope() : 0;
     da = line ? std::max(draft_.intercept(), 0.0) : draft_.mean_y() / std::max(draft_.mean_x(), 1.0);
   }
+  // The target's step of n tokens: as timed lately at that size, else the line.
+  auto price = [&](int64_t size) {
+    if (size < kSizes) {
+      const Sized& c = sized_[static_cast<size_t>(size)];
+      if (c.seconds > 0 && steps_ - c.at <= kSizeAge) return c.seconds;
+    }
+    return a + b * static_cast<double>(size);
+  };
   // Every sequence's next token is sure; guess i of a proposal is kept with r^i.
-  double tokens = static_cast<double>(other + static_cast<int64_t>(proposals.size()));
-  double seconds = a + b * tokens;
+  int64_t n = other + static_cast<int64_t>(proposals.size());
+  double tokens = static_cast<double>(n);
   std::vector<double> q(proposals.size());
   for (size_t i = 0; i < proposals.size(); ++i) q[i] = proposals[i].r;
   // Free guesses (prompt lookup's) one at a time, likeliest first.
@@ -265,10 +281,10 @@ std::vector<int64_t> StepGuesses::take(std::span<const Proposal> proposals, int6
     for (size_t i = 0; i < proposals.size(); ++i)
       if (!proposals[i].drafted && out[i] < proposals[i].guesses && (best == proposals.size() || q[i] > q[best]))
         best = i;
-    if (best == proposals.size() || q[best] * seconds <= b * tokens) break;
+    if (best == proposals.size() || q[best] * price(n) <= (price(n + 1) - price(n)) * tokens) break;
     ++out[best];
+    ++n;
     tokens += q[best];
-    seconds += b;
     q[best] *= proposals[best].r;
   }
   // A draft model's guesses go only into a step of one sequence: rounds
@@ -291,6 +307,8 @@ std::vector<int64_t> StepGuesses::take(std::span<const Proposal> proposals, int6
   // Drafted guesses a depth at a time: the likeliest m of the sequences that
   // reach it, for the m that raises tokens per second most (the draft's step
   // for that depth shared by them); a depth none pays for ends the drafting.
+  // `drafting`: the seconds of the draft's steps and openings taken so far.
+  double drafting = 0;
   std::vector<size_t> at;
   for (int64_t depth = 0;; ++depth) {
     at.clear();
@@ -298,19 +316,21 @@ std::vector<int64_t> StepGuesses::take(std::span<const Proposal> proposals, int6
       if (proposals[i].drafted && out[i] == depth && proposals[i].guesses > depth) at.push_back(i);
     std::sort(at.begin(), at.end(), [&](size_t x, size_t y) { return q[x] > q[y]; });
     size_t best_m = 0;
-    double best_rate = tokens / seconds, t = tokens, sec = seconds + da;
+    double best_rate = tokens / (price(n) + drafting), t = tokens, d = drafting + da;
     for (size_t m = 0; m < at.size(); ++m) {
       t += q[at[m]];
-      sec += b + db + (depth == 0 ? opening[at[m]] : 0);
+      d += db + (depth == 0 ? opening[at[m]] : 0);
+      const double sec = price(n + static_cast<int64_t>(m) + 1) + d;
       if (t / sec > best_rate) best_rate = t / sec, best_m = m + 1;
     }
     if (best_m == 0) return out;
-    seconds += da;
+    drafting += da;
     for (size_t m = 0; m < best_m; ++m) {
       const size_t i = at[m];
       ++out[i];
+      ++n;
       tokens += q[i];
-      seconds += b + db + (depth == 0 ? opening[i] : 0);
+      drafting += db + (depth == 0 ? opening[i] : 0);
       q[i] *= proposals[i].r;
     }
   }

@@ -202,22 +202,31 @@ DraftLength draft_length(int64_t k_max, const Model& target, const Model* draft)
 
 // Speculation in a batched step (the server's): which guesses of the
 // sequences' proposals go into the next step. A step of n tokens costs
-// a + b n seconds (a line fitted to the engine's recent steps: a is reading
-// the weights, b each token's compute), and a guess kept with probability q
-// adds q tokens for b seconds. Taken in order of q, a guess goes in while it
-// raises the step's expected tokens per second: q > b T / S with T the
-// tokens and S the seconds of the step so far. A step already full of
+// S(n) seconds: what the recent steps of n tokens took, where such steps
+// were timed lately (small steps, n < kSizes, within the last kSizeAge
+// steps), else a + b n (a line fitted to the engine's recent steps: a is
+// reading the weights, b each token's compute). A size's time ages out so
+// that one slow step, or a context grown since, does not hold a price that
+// no step of that size is taken to correct.
+// The timed sizes see what the line cannot: the matrix kernels take tokens
+// in tiles, so a token past a full tile costs another pass of unpacking the
+// weights (on 2 cores of an AVX-512 Xeon, 9 tokens took 13 ms more than 8,
+// and 8 only 9 ms more than 4).
+// A guess kept with probability q adds q tokens for S(n + 1) - S(n) seconds.
+// Taken in order of q, a guess goes in while it raises the step's expected
+// tokens per second: q S > (S(n + 1) - S(n)) T with T the expected tokens,
+// n the tokens and S the seconds of the step so far. A step already full of
 // sequences has a high T / S, so it takes only guesses almost sure to be
 // kept; one sequence alone takes guesses while the weights' read dominates.
 // Until steps of several sizes were timed, no guesses are taken.
 // A draft model's guesses cost its steps too: the i-th guesses of all
 // drafting sequences come from one step of the draft (a' + b' n seconds, a
 // line fitted to its timed steps), so drafted guesses go in a depth at a
-// time: the likeliest m of those reaching it, for a' + m (b + b') seconds,
-// with the m that raises the step's tokens per second most. For now only a
-// step of one sequence (no other token in it, a prompt's chunk included)
-// takes drafted guesses: rounds shared by several measured below no draft
-// where these lines priced them above it.
+// time: the likeliest m of those reaching it, for a' + m b' seconds and
+// the target's S(n + m) - S(n), with the m that raises the step's tokens per
+// second most. For now only a step of one sequence (no other token in it, a
+// prompt's chunk included) takes drafted guesses: rounds shared by several
+// measured below no draft where these lines priced them above it.
 // A draft that has not seen a sequence's history must prefill it before its
 // first guess (b' a token): a cost paid once, spread over the steps left to
 // repay it (the reply's tokens left over the tokens a step of its guesses is
@@ -250,7 +259,14 @@ class StepGuesses {
   static bool drafts(size_t sequences, int64_t other) { return other + static_cast<int64_t>(sequences) <= 1; }
 
  private:
+  static constexpr int64_t kSizes = 64, kSizeAge = 256;
+  struct Sized {
+    double seconds = 0;  // the recent steps of this size (0: none timed)
+    int64_t at = 0;      // the step count when the last one was timed
+  };
   LineFit cost_, draft_;
+  std::vector<Sized> sized_;  // by the target's step size, below kSizes
+  int64_t steps_ = 0;         // target steps timed
 };
 
 }  // namespace tally

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -574,6 +575,37 @@ TEST(StepGuesses, GuessesGoInWhileTheyRaiseTokensPerSecond) {
   const std::vector<StepGuesses::Proposal> two = {{8, 0.5}, {8, 0.95}};
   const std::vector<int64_t> t = g.take(two, 0);
   EXPECT_GT(t[1], t[0]);
+}
+
+// Steps priced as timed where their size was: a step of 1-16 tokens costing
+// 60 ms + 1.5 ms a token, and a tile pass of 13 ms more past 8 tokens (the
+// 8-token tiles of the AVX-512 kernels). One sequence alone stops its guesses
+// at the tile's edge; eight decoding take none (a 9th token costs 14.5 ms,
+// which a line through these steps, 2.7 ms a token, does not see);
+// seven take one, which fills the tile for 1.5 ms.
+TEST(StepGuesses, GuessesStopAtTheTilesEdgeWhereTheStepsWereTimed) {
+  auto cost = [](int64_t n) { return 0.060 + 0.0015 * static_cast<double>(n) + (n > 8 ? 0.013 : 0.0); };
+  StepGuesses g;
+  for (int i = 0; i < 20; ++i)
+    for (int64_t n = 1; n <= 16; ++n) g.record(n, cost(n));
+  ASSERT_TRUE(g.timed());
+  const std::vector<StepGuesses::Proposal> one = {{8, 0.9}};
+  EXPECT_EQ(g.take(one, 0), std::vector<int64_t>{7}) << "1 + 7 tokens fill the tile; an 8th guess would open another";
+  const std::vector<StepGuesses::Proposal> eight(8, {8, 0.6});
+  EXPECT_EQ(g.take(eight, 0), std::vector<int64_t>(8, 0));
+  const std::vector<StepGuesses::Proposal> seven(7, {8, 0.6});
+  const std::vector<int64_t> t = g.take(seven, 0);
+  EXPECT_EQ(std::accumulate(t.begin(), t.end(), int64_t{0}), 1);
+  // Past the sizes timed, the line: a prefill chunk of 100 tokens beside one
+  // sequence prices a guess at the line's slope, and one kept with 0.9 pays.
+  EXPECT_GE(g.take(one, 100)[0], 1);
+  // One slow step of 2 tokens (the machine busy elsewhere) prices a lone
+  // sequence's guess out, until that size's time ages out and the line prices
+  // it again (no such step would be taken to correct it).
+  g.record(2, 1.0);
+  EXPECT_EQ(g.take(one, 0), std::vector<int64_t>{0});
+  for (int i = 0; i < 150; ++i) g.record(1, cost(1)), g.record(16, cost(16));
+  EXPECT_GE(g.take(one, 0)[0], 1);
 }
 
 // A draft model's guess costs the target's compute and the draft's step too:
