@@ -22,6 +22,11 @@ constexpr int64_t kPlainFirst = 2;        // steps without guesses at the start,
 // machine), and guessing on a wrong estimate costs more than a missed gain.
 constexpr double kMinGain = 1.05;
 constexpr int64_t kRetimeEvery = 32;      // steps with guesses between steps that time t0 again
+
+// A step's time folded into the recent average of its size (0: none yet).
+double recent(double average, double seconds) {
+  return average > 0 ? (1 - kLengthWeight) * average + kLengthWeight * seconds : seconds;
+}
 }  // namespace
 
 PromptLookup::PromptLookup(int ngram_min, int ngram_max) : ngram_min_(ngram_min), ngram_max_(ngram_max) {
@@ -234,15 +239,20 @@ void StepGuesses::record(int64_t tokens, double seconds) {
   cost_.add(static_cast<double>(tokens), seconds);
   ++steps_;
   if (tokens < kSizes) {
+    const double last = size_time(tokens);
     Sized& c = sized_[static_cast<size_t>(tokens)];
-    const bool fresh = c.seconds > 0 && steps_ - c.at <= kSizeAge;
-    c.seconds = fresh ? (1 - kLengthWeight) * c.seconds + kLengthWeight * seconds : seconds;
+    c.seconds = recent(last, seconds);
     c.at = steps_;
   }
 }
 
 void StepGuesses::record_draft(int64_t tokens, double seconds) {
   if (tokens > 0 && seconds > 0) draft_.add(static_cast<double>(tokens), seconds);
+}
+
+double StepGuesses::size_time(int64_t size) const {
+  const Sized& c = sized_[static_cast<size_t>(size)];
+  return c.seconds > 0 && steps_ - c.at <= kSizeAge ? c.seconds : 0;
 }
 
 bool StepGuesses::timed() const { return !cost_.empty() && cost_.spread(kMinSpread) && cost_.slope() > 0; }
@@ -264,11 +274,8 @@ std::vector<int64_t> StepGuesses::take(std::span<const Proposal> proposals, int6
   }
   // The target's step of n tokens: as timed lately at that size, else the line.
   auto price = [&](int64_t size) {
-    if (size < kSizes) {
-      const Sized& c = sized_[static_cast<size_t>(size)];
-      if (c.seconds > 0 && steps_ - c.at <= kSizeAge) return c.seconds;
-    }
-    return a + b * static_cast<double>(size);
+    const double t = size < kSizes ? size_time(size) : 0;
+    return t > 0 ? t : a + b * static_cast<double>(size);
   };
   // Every sequence's next token is sure; guess i of a proposal is kept with r^i.
   int64_t n = other + static_cast<int64_t>(proposals.size());
@@ -420,7 +427,7 @@ void DraftLength::record(int64_t proposed, int64_t accepted, double seconds) {
     steps_.add(static_cast<double>(proposed), seconds);
     if (proposed <= k_max_) {
       double& c = by_length_[static_cast<size_t>(proposed)];
-      c = c > 0 ? (1 - kLengthWeight) * c + kLengthWeight * seconds : seconds;
+      c = recent(c, seconds);
     }
     relength_ = false;
   }

@@ -264,6 +264,8 @@ class StepGuesses {
     double seconds = 0;  // the recent steps of this size (0: none timed)
     int64_t at = 0;      // the step count when the last one was timed
   };
+  // The recent time of a step of `size` (< kSizes) tokens; 0 where none was timed in the last kSizeAge steps.
+  double size_time(int64_t size) const;
   LineFit cost_, draft_;
   std::vector<Sized> sized_;  // by the target's step size, below kSizes
   int64_t steps_ = 0;         // target steps timed
